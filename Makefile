@@ -1,0 +1,60 @@
+# memgate: two commands set everything up on a fresh machine: `make demo` and `make test`.
+#
+# torch: the CPU build is pinned only when no GPU is present (no nvidia-smi) or when
+# MEMGATE_TORCH=cpu; otherwise plain `torch` lets pip pick the build for your machine.
+# torch is installed in the same pip call as everything else so that pip never resolves a
+# multi-GB CUDA build behind our back on a CPU machine.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+ifeq ($(MEMGATE_TORCH),cpu)
+TORCH_SPEC := torch==2.13.0
+else ifeq ($(shell command -v nvidia-smi >/dev/null 2>&1 && echo gpu),gpu)
+TORCH_SPEC := torch
+else
+TORCH_SPEC := torch==2.13.0
+endif
+
+export HF_HUB_OFFLINE ?= 1
+export TRANSFORMERS_OFFLINE ?= 1
+export WANDB_MODE ?= offline
+export PYTHONHASHSEED ?= 0
+
+.PHONY: install test test-fast demo release bench lint clean actions
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@start=$$(date +%s); \
+	$(PYTHON) -m venv $(VENV) && \
+	$(BIN)/pip install -q --upgrade pip && \
+	$(BIN)/pip install -q "$(TORCH_SPEC)" -e ".[dev]" && \
+	echo $$(( $$(date +%s) - start )) > $(STAMP)
+	@echo "installed into $(VENV) in $$(cat $(STAMP)) s (torch spec: $(TORCH_SPEC))"
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow"
+
+demo: $(STAMP)
+	$(BIN)/python -m memgate.demo --install-seconds $$(cat $(STAMP))
+
+release: $(STAMP)
+	$(BIN)/python -m memgate.release
+
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks.run_all
+
+actions: $(STAMP)
+	$(BIN)/python -m memgate.action_report --out reports/actions
+
+lint: $(STAMP)
+	$(BIN)/ruff check memgate data_gen tests train.py evaluate.py
+
+clean:
+	rm -rf runs lightning_logs .pytest_cache data/default
