@@ -7,15 +7,14 @@
   the next ``n_report = max(2, round(0.35 n))`` are ``report``, the rest ``generator`` (real
   phrasing for the synthetic generator). Rounding is half-up.
 
-Each generator is ``numpy.random.default_rng(SeedSequence(seed, spawn_key=(crc32(name),)))``
-with the component name ``real_splits/locomo`` or ``real_splits/gatemem/<domain>``, so adding a
+Each generator is ``memgate.seeding.component_rng(seed, name)``
+(``default_rng(SeedSequence(seed, spawn_key=(crc32(name),)))``) with the component name ``real_splits/locomo`` or ``real_splits/gatemem/<domain>``, so adding a
 domain never reshuffles another one. Lists in the output are sorted.
 """
 
 from __future__ import annotations
 
 import math
-import zlib
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
@@ -23,6 +22,7 @@ import numpy as np
 
 from memgate.real_data import raw
 from memgate.real_data.paths import real_data_root, verify_checksums
+from memgate.seeding import component_rng
 
 DEFAULT_SPLIT_SEED = 0
 LOCOMO_N_SELECT = 2
@@ -36,12 +36,6 @@ RULE = (
     "'real_splits/gatemem/<domain>'),))); first max(1, round_half_up(0.15 n)) -> select, next "
     "max(2, round_half_up(0.35 n)) -> report, rest -> generator"
 )
-
-
-def component_rng(seed: int, name: str) -> np.random.Generator:
-    """A generator for one named component, derived from the one seed."""
-    key = zlib.crc32(name.encode("utf-8"))
-    return np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(key,)))
 
 
 def _round_half_up(x: float) -> int:
