@@ -1,0 +1,561 @@
+"""MemGate: a small query-conditioned MLP that masks memory embeddings (DESIGN.md section 4).
+
+Given a unit query embedding ``q`` and memory embeddings ``v`` (frozen encoder, dim ``d``), the
+gate computes a mask ``g = sigmoid(MLP(x)) in [0, 1]^d`` from features ``x`` (default
+``[q ; v ; q * v]``) and scores memories with the asymmetric gated cosine
+
+    S(q, v) = q . (v * g) / (|q| |v * g|)          (q is never gated)
+
+The reference score is the plain cosine ``cos(q, v)``. The last layer starts with tiny weights and
+bias ``b0 = 4`` so that ``g ~= sigmoid(4) ~= 0.98`` almost uniformly at step 0: the initial gate
+ranks exactly like the plain cosine (a uniform mask cancels in the cosine) while gradients still
+reach every layer.
+
+Checkpoints are a directory with ``config.json`` (primitives only) and ``model.safetensors``;
+loading is strict and never unpickles anything.
+
+Shapes: ``q`` is ``(d,)`` or ``(B, d)``; ``V`` is ``(N, d)`` or ``(B, N, d)``. A batch of queries
+``(B, d)`` may also share one memory set ``(N, d)``. Outputs are ``(N, d)`` / ``(N,)`` for a single
+query and ``(B, N, d)`` / ``(B, N)`` for a batch.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+from torch import nn
+
+FORMAT_NAME = "memgate-gate"
+FORMAT_VERSION = 1
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+
+FEATURE_SETS = ("qv_prod", "no_prod", "v_only", "q_only")
+MASK_KINDS = ("vector", "scalar")
+_FEATURE_BLOCKS = {"qv_prod": 3, "no_prod": 2, "v_only": 1, "q_only": 1}
+_ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU, "silu": nn.SiLU, "tanh": nn.Tanh}
+_ENCODER_KEYS = ("id", "revision", "normalize", "dim")
+
+ArrayLike = torch.Tensor | np.ndarray
+
+
+# -----------------------------------------------------------------------------
+# config
+
+
+@dataclass(frozen=True)
+class MemGateConfig:
+    """Architecture and identity of a gate. Every field is a JSON primitive.
+
+    dim: embedding dimension d of the frozen encoder.
+    hidden: width of each hidden layer.
+    n_layers: number of hidden layers (>= 1). Two layers of 512 give ~1.0 M parameters at
+        d = 384 and ~8.7 M (35 MB) at d = 4096, the paper's scale.
+    activation: one of gelu, relu, silu, tanh.
+    dropout: dropout after each hidden activation (only active in train mode).
+    init_bias: b0, the initial bias of the last layer; sigmoid(4) ~= 0.982.
+    init_std: std of the normal init of the last layer's weights; (0, 1e-3] per DESIGN section 4.
+    features: qv_prod ([q; v; q*v]), no_prod ([q; v]), v_only ([v]), q_only ([q]).
+    mask_kind: vector (one gate value per dimension) or scalar (one value per memory, broadcast
+        over d). A scalar mask cancels in the gated cosine, so it never changes a score: it is a
+        null ablation that isolates what the per-dimension mask buys.
+    eps: guard for the norms in the cosines.
+    encoder_id / encoder_revision / encoder_normalize: which embeddings the gate was trained on.
+    """
+
+    dim: int = 384
+    hidden: int = 512
+    n_layers: int = 2
+    activation: str = "gelu"
+    dropout: float = 0.0
+    init_bias: float = 4.0
+    init_std: float = 1e-3
+    features: str = "qv_prod"
+    mask_kind: str = "vector"
+    eps: float = 1e-8
+    encoder_id: str | None = None
+    encoder_revision: str | None = None
+    encoder_normalize: bool | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("dim", "hidden", "n_layers"):
+            value = getattr(self, name)
+            if type(value) is not int or value < 1:
+                raise ValueError(f"MemGateConfig.{name} must be an int >= 1, got {value!r}")
+        for name in ("dropout", "init_bias", "init_std", "eps"):
+            value = getattr(self, name)
+            if type(value) not in (int, float) or not math.isfinite(value):
+                raise ValueError(f"MemGateConfig.{name} must be a finite number, got {value!r}")
+            object.__setattr__(self, name, float(value))
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"MemGateConfig.dropout must be in [0, 1), got {self.dropout!r}")
+        if not 0.0 < self.init_std <= 1e-3:
+            raise ValueError(
+                f"MemGateConfig.init_std must be in (0, 1e-3] (small but non-zero so that g ~= 1 "
+                f"at step 0 and gradients reach every layer), got {self.init_std!r}"
+            )
+        if not 0.0 < self.eps < 1e-3:
+            raise ValueError(f"MemGateConfig.eps must be in (0, 1e-3), got {self.eps!r}")
+        if self.activation not in _ACTIVATIONS:
+            raise ValueError(
+                f"MemGateConfig.activation must be one of {sorted(_ACTIVATIONS)}, "
+                f"got {self.activation!r}"
+            )
+        if self.features not in FEATURE_SETS:
+            raise ValueError(
+                f"MemGateConfig.features must be one of {list(FEATURE_SETS)}, got {self.features!r}"
+            )
+        if self.mask_kind not in MASK_KINDS:
+            raise ValueError(
+                f"MemGateConfig.mask_kind must be one of {list(MASK_KINDS)}, "
+                f"got {self.mask_kind!r}"
+            )
+        for name in ("encoder_id", "encoder_revision"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise ValueError(
+                    f"MemGateConfig.{name} must be a non-empty string or None, got {value!r}"
+                )
+        if self.encoder_normalize is not None and type(self.encoder_normalize) is not bool:
+            raise ValueError(
+                f"MemGateConfig.encoder_normalize must be True, False or None, "
+                f"got {self.encoder_normalize!r}"
+            )
+
+    @property
+    def in_features(self) -> int:
+        return self.dim * _FEATURE_BLOCKS[self.features]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> MemGateConfig:
+        """Build a config from a mapping; unknown keys raise, missing keys take defaults."""
+        if not isinstance(d, Mapping):
+            raise TypeError(f"MemGateConfig.from_dict expects a mapping, got {type(d).__name__}")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(
+                f"unknown MemGateConfig key(s) {unknown}; known keys are {sorted(known)}"
+            )
+        return cls(**dict(d))
+
+
+class GateOutput(NamedTuple):
+    """score: gated cosine (N,) / (B, N); mask: g (N, d) / (B, N, d); reference: plain cosine."""
+
+    score: torch.Tensor
+    mask: torch.Tensor
+    reference: torch.Tensor
+
+
+# -----------------------------------------------------------------------------
+# input handling and the two cosines
+
+
+def _as_tensor(x: Any, name: str, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """Convert a float torch tensor or numpy array to ``dtype`` on ``device``; reject NaN/inf."""
+    if isinstance(x, np.ndarray):
+        if not np.issubdtype(x.dtype, np.floating):
+            raise TypeError(f"{name}: expected a float array, got numpy dtype {x.dtype}")
+        x = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
+    elif isinstance(x, torch.Tensor):
+        if not x.is_floating_point():
+            raise TypeError(f"{name}: expected a floating-point tensor, got dtype {x.dtype}")
+    else:
+        raise TypeError(
+            f"{name}: expected a torch.Tensor or numpy.ndarray, got {type(x).__name__}"
+        )
+    x = x.to(device=device, dtype=dtype)
+    if not bool(torch.isfinite(x).all()):
+        raise ValueError(f"{name} contains NaN or inf values")
+    return x
+
+
+def _check_shapes(q: torch.Tensor, V: torch.Tensor, dim: int | None) -> None:
+    if q.ndim not in (1, 2):
+        raise ValueError(f"q must have shape (d,) or (B, d), got {tuple(q.shape)}")
+    if V.ndim not in (2, 3):
+        raise ValueError(f"V must have shape (N, d) or (B, N, d), got {tuple(V.shape)}")
+    if dim is not None and q.shape[-1] != dim:
+        raise ValueError(f"q has last dimension {q.shape[-1]}, the gate expects d = {dim}")
+    if dim is not None and V.shape[-1] != dim:
+        raise ValueError(f"V has last dimension {V.shape[-1]}, the gate expects d = {dim}")
+    if q.shape[-1] != V.shape[-1]:
+        raise ValueError(
+            f"q and V disagree on d: q has shape {tuple(q.shape)}, V has shape {tuple(V.shape)}"
+        )
+    if V.ndim == 3 and q.ndim == 1:
+        raise ValueError(
+            f"V is batched with shape {tuple(V.shape)} but q is a single query of shape "
+            f"{tuple(q.shape)}; pass q as (B, d)"
+        )
+    if V.ndim == 3 and q.shape[0] != V.shape[0]:
+        raise ValueError(
+            f"batch sizes differ: q has shape {tuple(q.shape)}, V has shape {tuple(V.shape)}"
+        )
+
+
+def _normalize(x: torch.Tensor, eps: float) -> torch.Tensor:
+    return x / x.norm(dim=-1, keepdim=True).clamp_min(eps)
+
+
+def _batch(q: torch.Tensor, V: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, bool]:
+    """Return q as (B, d), V as (B, N, d) and whether the caller passed a single query."""
+    single = q.ndim == 1
+    qb = q.unsqueeze(0) if single else q
+    Vb = V.unsqueeze(0).expand(qb.shape[0], *V.shape) if V.ndim == 2 else V
+    return qb, Vb, single
+
+
+def _cosine(q: torch.Tensor, V: torch.Tensor, eps: float) -> torch.Tensor:
+    """cos(q, v) for q (B, d), V (B, N, d) -> (B, N)."""
+    num = (q.unsqueeze(-2) * V).sum(-1)
+    den = q.norm(dim=-1, keepdim=True).clamp_min(eps) * V.norm(dim=-1).clamp_min(eps)
+    return num / den
+
+
+def gated_cosine(
+    q: torch.Tensor, V: torch.Tensor, g: torch.Tensor, eps: float = 1e-8
+) -> torch.Tensor:
+    """Asymmetric gated cosine q.(v*g) / (|q| |v*g|) for q (B, d), V and g (B, N, d) -> (B, N)."""
+    return _cosine(q, V * g, eps)
+
+
+def reference_score(q: ArrayLike, V: ArrayLike, eps: float = 1e-8) -> torch.Tensor:
+    """Plain (ungated) cosine S_ref(q, v) with the same shapes and checks as ``MemGate.score``."""
+    if isinstance(q, torch.Tensor) and q.is_floating_point():
+        dtype, device = q.dtype, q.device
+    else:
+        dtype, device = torch.float32, torch.device("cpu")
+    q = _as_tensor(q, "q", dtype, device)
+    V = _as_tensor(V, "V", dtype, device)
+    _check_shapes(q, V, None)
+    qb, Vb, single = _batch(q, V)
+    s = _cosine(qb, Vb, eps)
+    return s[0] if single else s
+
+
+# -----------------------------------------------------------------------------
+# the gate
+
+
+class MemGate(nn.Module):
+    """MLP over features of (q, v) -> sigmoid -> mask g in [0, 1]^d; scores by gated cosine."""
+
+    def __init__(self, config: MemGateConfig | None = None):
+        super().__init__()
+        config = MemGateConfig() if config is None else config
+        if not isinstance(config, MemGateConfig):
+            raise TypeError(f"config must be a MemGateConfig, got {type(config).__name__}")
+        self.config = config
+        widths = [config.in_features] + [config.hidden] * config.n_layers
+        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in itertools.pairwise(widths))
+        self.act = _ACTIVATIONS[config.activation]()
+        self.drop = nn.Dropout(config.dropout)
+        self.head = nn.Linear(config.hidden, config.dim if config.mask_kind == "vector" else 1)
+        # extra JSON saved under "export" in config.json (training info, calibrated threshold)
+        self.export_info: dict[str, Any] = {}
+        self.reset_head()
+
+    def reset_head(self) -> None:
+        """Last layer: weights ~ N(0, init_std^2), bias b0, so g ~= sigmoid(b0) at step 0."""
+        nn.init.normal_(self.head.weight, mean=0.0, std=self.config.init_std)
+        nn.init.constant_(self.head.bias, self.config.init_bias)
+
+    def num_parameters(self, trainable_only: bool = False) -> int:
+        return sum(p.numel() for p in self.parameters() if p.requires_grad or not trainable_only)
+
+    # -- core ---------------------------------------------------------------------------------
+
+    def _prepare(self, q: ArrayLike, V: ArrayLike):
+        p = self.head.weight
+        q = _as_tensor(q, "q", p.dtype, p.device)
+        V = _as_tensor(V, "V", p.dtype, p.device)
+        _check_shapes(q, V, self.config.dim)
+        eps = self.config.eps
+        return _batch(_normalize(q, eps), _normalize(V, eps))
+
+    def _features(self, q: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
+        """q (B, d), V (B, N, d) -> x (B, N, in_features)."""
+        qe = q.unsqueeze(-2).expand_as(V)
+        kind = self.config.features
+        if kind == "qv_prod":
+            return torch.cat([qe, V, qe * V], dim=-1)
+        if kind == "no_prod":
+            return torch.cat([qe, V], dim=-1)
+        if kind == "v_only":
+            return V
+        return qe  # q_only
+
+    def _mask_from_first(self, h: torch.Tensor) -> torch.Tensor:
+        """Finish the MLP from the first layer's pre-activation h (B, N, hidden) -> g (B, N, d)."""
+        h = self.drop(self.act(h))
+        for layer in self.layers[1:]:
+            h = self.drop(self.act(layer(h)))
+        g = torch.sigmoid(self.head(h))
+        if self.config.mask_kind == "scalar":
+            g = g.expand(*g.shape[:-1], self.config.dim)
+        return g
+
+    def _output(self, q, V, g, single: bool) -> GateOutput:
+        eps = self.config.eps
+        out = GateOutput(gated_cosine(q, V, g, eps), g, _cosine(q, V, eps))
+        return GateOutput(*(t[0] for t in out)) if single else out
+
+    def forward(self, q: ArrayLike, V: ArrayLike) -> GateOutput:
+        """Gated score, mask and reference cosine of every memory in V for the query q."""
+        q, V, single = self._prepare(q, V)
+        g = self._mask_from_first(self.layers[0](self._features(q, V)))
+        return self._output(q, V, g, single)
+
+    def mask(self, q: ArrayLike, V: ArrayLike) -> torch.Tensor:
+        """g in [0, 1]^d for each memory: (N, d) or (B, N, d)."""
+        return self(q, V).mask
+
+    def score(self, q: ArrayLike, V: ArrayLike) -> torch.Tensor:
+        """Asymmetric gated cosine S(q, v): (N,) or (B, N)."""
+        return self(q, V).score
+
+    # -- write-time precomputation ------------------------------------------------------------
+    # The first layer splits as W_q q + W_v v + W_qv (q * v) + b, so W_v v can be computed once
+    # per memory when it is written and reused for every query.
+
+    def _first_layer_blocks(self) -> dict[str, torch.Tensor]:
+        W, d = self.layers[0].weight, self.config.dim
+        kind = self.config.features
+        if kind == "qv_prod":
+            return {"q": W[:, :d], "v": W[:, d : 2 * d], "qv": W[:, 2 * d :]}
+        if kind == "no_prod":
+            return {"q": W[:, :d], "v": W[:, d:]}
+        if kind == "v_only":
+            return {"v": W}
+        return {"q": W}
+
+    def precompute_memory(self, V: ArrayLike) -> torch.Tensor:
+        """The memory part W_v v of the first layer: (N, hidden) or (B, N, hidden).
+
+        With ``features = "q_only"`` the memory part is identically zero (returned as zeros so
+        that callers need no special case).
+        """
+        p = self.head.weight
+        V = _as_tensor(V, "V", p.dtype, p.device)
+        if V.ndim not in (2, 3) or V.shape[-1] != self.config.dim:
+            raise ValueError(
+                f"V must have shape (N, {self.config.dim}) or (B, N, {self.config.dim}), "
+                f"got {tuple(V.shape)}"
+            )
+        W_v = self._first_layer_blocks().get("v")
+        if W_v is None:
+            return V.new_zeros(*V.shape[:-1], self.config.hidden)
+        return _normalize(V, self.config.eps) @ W_v.T
+
+    def forward_precomputed(self, q: ArrayLike, V: ArrayLike, v_part: ArrayLike) -> GateOutput:
+        """Same as ``forward`` but reuses ``v_part = precompute_memory(V)``."""
+        p = self.head.weight
+        v_part = _as_tensor(v_part, "v_part", p.dtype, p.device)
+        V_shape = tuple(getattr(V, "shape", ()))
+        q, V, single = self._prepare(q, V)
+        expected = V_shape[:-1] + (self.config.hidden,)
+        if tuple(v_part.shape) != expected:
+            raise ValueError(
+                f"v_part has shape {tuple(v_part.shape)}, expected {expected} "
+                f"(precompute_memory(V) for V of shape {V_shape})"
+            )
+        if v_part.ndim == 2:
+            v_part = v_part.unsqueeze(0)
+        blocks, b = self._first_layer_blocks(), self.layers[0].bias
+        h = v_part + b
+        if "q" in blocks:
+            h = h + (q @ blocks["q"].T).unsqueeze(-2)
+        if "qv" in blocks:
+            h = h + (q.unsqueeze(-2) * V) @ blocks["qv"].T
+        h = h.expand(*V.shape[:-1], self.config.hidden)
+        return self._output(q, V, self._mask_from_first(h), single)
+
+    def score_precomputed(self, q: ArrayLike, V: ArrayLike, v_part: ArrayLike) -> torch.Tensor:
+        """Gated cosine using precomputed memory parts; equals ``score(q, V)``."""
+        return self.forward_precomputed(q, V, v_part).score
+
+    # -- save / load --------------------------------------------------------------------------
+
+    def save_pretrained(self, directory: str | Path, extra_config: dict | None = None):
+        """Write ``config.json`` and ``model.safetensors`` into ``directory``.
+
+        ``extra_config`` (JSON primitives) is merged over ``self.export_info`` and stored under
+        the ``"export"`` key of config.json (training info, calibrated threshold, ...).
+        """
+        from safetensors.torch import save_file
+
+        if extra_config is not None and not isinstance(extra_config, Mapping):
+            raise TypeError(
+                f"extra_config must be a dict or None, got {type(extra_config).__name__}"
+            )
+        export = {**self.export_info, **(extra_config or {})}
+        config: dict[str, Any] = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION}
+        config.update(self.config.to_dict())
+        if export:
+            config["export"] = export
+        try:
+            text = json.dumps(config, indent=2, sort_keys=True, allow_nan=False)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"extra_config must hold JSON primitives only: {err}") from err
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        tensors = {k: v.detach().cpu().contiguous() for k, v in self.state_dict().items()}
+        save_file(tensors, str(directory / WEIGHTS_FILE), metadata={"format": "pt"})
+        (directory / CONFIG_FILE).write_text(text + "\n", encoding="utf-8")
+        return directory
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        directory: str | Path,
+        expected_encoder: None | str | Mapping[str, Any] = None,
+        device: str | torch.device = "cpu",
+    ) -> MemGate:
+        """Strictly load a gate saved by ``save_pretrained`` (no pickle anywhere).
+
+        ``expected_encoder`` is the encoder id in use, or a mapping with any of the keys
+        ``id``, ``revision``, ``normalize``, ``dim``; a mismatch with the recorded encoder raises.
+        """
+        from safetensors import SafetensorError
+        from safetensors.torch import load_file
+
+        directory = Path(directory)
+        config_path, weights_path = directory / CONFIG_FILE, directory / WEIGHTS_FILE
+        for path in (config_path, weights_path):
+            if not path.is_file():
+                raise FileNotFoundError(f"{path} not found: not a MemGate checkpoint directory")
+        try:
+            raw = json.loads(config_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{config_path} is not valid JSON: {err}") from err
+        config, export = _parse_config(raw, config_path)
+        if expected_encoder is not None:
+            check_encoder(config, expected_encoder)
+
+        try:
+            state = load_file(str(weights_path))
+        except (SafetensorError, OSError) as err:
+            raise ValueError(f"{weights_path} is not a readable safetensors file: {err}") from err
+        model = cls(config)
+        _check_state(model.state_dict(), state, weights_path, config)
+        model.load_state_dict(state, strict=True)
+        model.export_info = export
+        return model.to(device).eval()
+
+
+# -----------------------------------------------------------------------------
+# strict-load helpers
+
+
+def _parse_config(raw: Any, path: Path) -> tuple[MemGateConfig, dict[str, Any]]:
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path}: expected a JSON object, got {type(raw).__name__}")  # noqa: TRY004
+    if raw.get("format") != FORMAT_NAME:
+        raise ValueError(f"{path}: key 'format' must be {FORMAT_NAME!r}, got {raw.get('format')!r}")
+    version = raw.get("format_version")
+    if type(version) is not int or version != FORMAT_VERSION:
+        raise ValueError(
+            f"{path}: key 'format_version' must be {FORMAT_VERSION}, got {version!r}"
+        )
+    model_keys = [f.name for f in fields(MemGateConfig)]
+    known = {"format", "format_version", "export", *model_keys}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise ValueError(
+            f"{path}: unknown config key(s) {unknown}; put extra information under 'export'"
+        )
+    missing = [k for k in model_keys if k not in raw]
+    if missing:
+        raise ValueError(f"{path}: missing config key(s) {missing}")
+    export = raw.get("export", {})
+    if not isinstance(export, dict):
+        raise ValueError(  # noqa: TRY004 (a malformed file, not a wrong argument type)
+            f"{path}: key 'export' must be a JSON object, got {type(export).__name__}"
+        )
+    try:
+        config = MemGateConfig.from_dict({k: raw[k] for k in model_keys})
+    except ValueError as err:
+        raise ValueError(f"{path}: {err}") from err
+    return config, export
+
+
+def _check_state(expected: Mapping[str, torch.Tensor], got: Mapping[str, torch.Tensor],
+                 path: Path, config: MemGateConfig) -> None:
+    missing = sorted(set(expected) - set(got))
+    if missing:
+        raise ValueError(f"{path}: missing tensor key(s) {missing}")
+    unexpected = sorted(set(got) - set(expected))
+    if unexpected:
+        raise ValueError(f"{path}: unexpected tensor key(s) {unexpected}")
+    for key, ref in expected.items():
+        t = got[key]
+        if t.dtype != torch.float32:
+            raise ValueError(f"{path}: tensor {key!r} has dtype {t.dtype}, expected torch.float32")
+        if tuple(t.shape) != tuple(ref.shape):
+            raise ValueError(
+                f"{path}: tensor {key!r} has shape {tuple(t.shape)}, expected {tuple(ref.shape)} "
+                f"from config.json (dim={config.dim}, hidden={config.hidden}, "
+                f"n_layers={config.n_layers}, features={config.features!r}, "
+                f"mask_kind={config.mask_kind!r})"
+            )
+        if not bool(torch.isfinite(t).all()):
+            raise ValueError(f"{path}: tensor {key!r} contains NaN or inf")
+
+
+def check_encoder(config: MemGateConfig, expected: str | Mapping[str, Any]) -> None:
+    """Raise ValueError when the encoder in use differs from the one the gate was trained on."""
+    trained = {
+        "id": config.encoder_id,
+        "revision": config.encoder_revision,
+        "normalize": config.encoder_normalize,
+        "dim": config.dim,
+    }
+    if isinstance(expected, str):
+        expected = {"id": expected}
+    if not isinstance(expected, Mapping):
+        raise TypeError(
+            f"expected_encoder must be an encoder id or a mapping, got {type(expected).__name__}"
+        )
+    unknown = sorted(set(expected) - set(_ENCODER_KEYS))
+    if unknown:
+        raise ValueError(
+            f"expected_encoder has unknown key(s) {unknown}; known: {list(_ENCODER_KEYS)}"
+        )
+    clashes = [
+        k for k in _ENCODER_KEYS
+        if expected.get(k) is not None and expected[k] != trained[k]
+    ]
+    if clashes:
+        trained_s = ", ".join(f"{k}={trained[k]!r}" for k in _ENCODER_KEYS)
+        in_use_s = ", ".join(f"{k}={expected[k]!r}" for k in _ENCODER_KEYS if k in expected)
+        raise ValueError(
+            f"encoder mismatch on {clashes}: the gate was trained on encoder ({trained_s}) but the "
+            f"encoder in use is ({in_use_s}); retrain or load the matching gate"
+        )
+
+
+__all__ = [
+    "FEATURE_SETS",
+    "FORMAT_NAME",
+    "FORMAT_VERSION",
+    "MASK_KINDS",
+    "GateOutput",
+    "MemGate",
+    "MemGateConfig",
+    "check_encoder",
+    "gated_cosine",
+    "reference_score",
+]
