@@ -1,0 +1,61 @@
+"""Evaluate routes under the recall-constrained protocol.
+
+    python evaluate.py [--checkpoint checkpoints/memgate-minilm-l6] [--data data/default]
+                       [--out reports/<name>] [--no-real] [--n-boot 10000]
+    python evaluate.py --cases FILE.jsonl [--checkpoint DIR] [--out reports/cases-<stem>]
+
+Writes report.md, metrics.json, routes.jsonl, timings.json and PNG plots.
+"""
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+DEFAULT_CHECKPOINT = "checkpoints/memgate-minilm-l6"
+DEFAULT_DATA = "data/default"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--checkpoint", default=None, help=f"gate export directory (default {DEFAULT_CHECKPOINT})")
+    parser.add_argument("--data", default=None, help=f"generated data directory (default {DEFAULT_DATA})")
+    parser.add_argument("--cases", default=None, help="evaluate only this verify-agent-memory cases file")
+    parser.add_argument("--out", default=None, help="output directory (default reports/<name>)")
+    parser.add_argument("--routes", default=None, help="comma-separated route names (default: all core routes)")
+    parser.add_argument("--no-real", action="store_true", help="skip the LoCoMo and GateMem report parts")
+    parser.add_argument("--n-boot", type=int, default=10_000, help="bootstrap replicates")
+    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+
+    from memgate.config import resolve_path
+    from memgate.evaluate_run import CORE_ROUTES, evaluate, evaluate_cases, ensure_eval_data
+
+    routes = tuple(args.routes.split(",")) if args.routes else CORE_ROUTES
+    if args.cases:
+        cases = Path(args.cases)
+        out = Path(args.out) if args.out else resolve_path(f"reports/cases-{cases.stem}")
+        checkpoint = Path(args.checkpoint) if args.checkpoint else None
+        evaluate_cases(cases, out, checkpoint, n_boot=args.n_boot, seed=args.seed)
+        print(f"wrote {out}/report.md")
+        return 0
+    checkpoint = Path(args.checkpoint) if args.checkpoint else resolve_path(DEFAULT_CHECKPOINT)
+    data_dir = Path(args.data) if args.data else resolve_path(DEFAULT_DATA)
+    ensure_eval_data(checkpoint, data_dir)
+    out = Path(args.out) if args.out else resolve_path(f"reports/{checkpoint.name}")
+    evaluate(checkpoint, data_dir, out, routes=routes,
+             real_sources=() if args.no_real else ("locomo", "gatemem"),
+             n_boot=args.n_boot, seed=args.seed, num_threads=args.threads)
+    print((out / "report.md").read_text().split("## ")[1] if (out / "report.md").exists() else "")
+    print(f"wrote {out}/report.md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

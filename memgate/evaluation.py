@@ -1,0 +1,161 @@
+"""Run routes over prepared sources and score them under the recall-constrained protocol.
+
+Each route ranks once at the largest budget; every smaller K is the prefix of that ranking.
+Per-query metric values feed a group bootstrap (groups = personas / conversations / episodes),
+so every figure comes with a percentile CI, and paired differences share their resamples.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+import numpy as np
+
+from memgate.admissibility import relevance_value
+from memgate.bootstrap import group_bootstrap_many, paired_bootstrap_ci
+from memgate.protocol import mrr_required, query_metrics, routes_row, score_query
+from memgate.routes import ROUTE_SPECS, GateScorer, RouteRunner
+from memgate.sources import EvalSource
+
+DEFAULT_BUDGETS = (10, 20, 50, 100)
+ROW_BUDGET = 20
+
+
+@dataclass
+class PreparedSource:
+    source: EvalSource
+    memory_vectors: np.ndarray
+    query_vectors: np.ndarray
+
+
+@dataclass
+class EvalSettings:
+    routes: Sequence[str]
+    budgets: Sequence[int] = DEFAULT_BUDGETS
+    tau: float = 0.8
+    infeasible_cost: float = 1.0
+    rerank_depth: int = 200
+    drop_threshold: Optional[float] = None
+    n_boot: int = 10_000
+    seed: int = 0
+
+
+@dataclass
+class SourceResult:
+    name: str
+    rows: list = field(default_factory=list)  # routes.jsonl rows at ROW_BUDGET
+    per_query: dict = field(default_factory=dict)  # route -> list of per-query metric dicts
+    groups: list = field(default_factory=list)  # group id per query (source order)
+    query_ids: list = field(default_factory=list)
+    skipped: dict = field(default_factory=dict)  # route -> reason
+    seconds: dict = field(default_factory=dict)  # route -> wall seconds
+    candidates: dict = field(default_factory=dict)  # route -> (cosine, gate) totals
+    rankings: dict = field(default_factory=dict)  # route -> list of ranked ids (max budget)
+
+
+def _label_maps(source: EvalSource, query_id: str, ranked: list):
+    admissible, reasons, relevance = {}, {}, {}
+    for mid in ranked:
+        label = source.label(query_id, mid)
+        admissible[mid] = label.admissible
+        reasons[mid] = label.reasons
+        relevance[mid] = relevance_value(label.relevance)
+    return admissible, reasons, relevance
+
+
+def run_source(prepared: PreparedSource, settings: EvalSettings, gate=None) -> SourceResult:
+    source = prepared.source
+    view = source.route_view()
+    scorer = None
+    if gate is not None and gate.config.dim == prepared.memory_vectors.shape[1]:
+        scorer = GateScorer(gate, prepared.memory_vectors, prepared.query_vectors)
+    runner = RouteRunner(
+        view, prepared.memory_vectors, prepared.query_vectors, scorer,
+        rerank_depth=settings.rerank_depth, drop_threshold=settings.drop_threshold,
+    )
+    result = SourceResult(name=source.name)
+    result.query_ids = [q.query_id for q in source.queries]
+    result.groups = [source.group_of(qid) for qid in result.query_ids]
+    k_max = max(settings.budgets)
+    for name in settings.routes:
+        spec = ROUTE_SPECS[name]
+        reason = runner.available(spec)
+        if reason is not None:
+            result.skipped[name] = reason
+            continue
+        start = time.perf_counter()
+        per_query, rankings = [], []
+        n_cos = n_gate = 0
+        for qi, query in enumerate(source.queries):
+            routed = runner.run(qi, spec, k_max)
+            n_cos += routed.candidates_scored_cosine
+            n_gate += routed.candidates_scored_gate
+            ranked = routed.ranked_ids
+            rankings.append(ranked)
+            anchors = source.anchor_groups.get(query.query_id, [])
+            admissible, reasons, relevance = _label_maps(source, query.query_id, ranked)
+            metrics: dict = {}
+            for k in settings.budgets:
+                outcome = score_query(
+                    ranked[:k], anchors, admissible, reasons, relevance,
+                    k_budget=k, tau=settings.tau, infeasible_cost=settings.infeasible_cost,
+                )
+                values = query_metrics(outcome, k, settings.infeasible_cost)
+                if k != k_max:
+                    values.pop("mrr_required", None)
+                metrics.update(values)
+                if k == ROW_BUDGET:
+                    result.rows.append(
+                        routes_row(
+                            source=source.name, group_id=result.groups[qi],
+                            query_id=query.query_id, route=name, k_budget=k, tau=settings.tau,
+                            corruption="clean", ranked_ids=ranked[:k],
+                            candidates_scored={"cosine": routed.candidates_scored_cosine,
+                                               "gate": routed.candidates_scored_gate},
+                            outcome=outcome,
+                        )
+                    )
+            metrics["mrr_required"] = mrr_required(ranked, anchors) if anchors else None
+            metrics["candidates_scored_cosine"] = float(routed.candidates_scored_cosine)
+            metrics["candidates_scored_gate"] = float(routed.candidates_scored_gate)
+            per_query.append(metrics)
+        result.seconds[name] = time.perf_counter() - start
+        result.per_query[name] = per_query
+        result.rankings[name] = rankings
+        result.candidates[name] = (n_cos, n_gate)
+    return result
+
+
+def summarize_route(
+    per_query: list[dict], groups: list, settings: EvalSettings, select: Optional[np.ndarray] = None
+) -> dict:
+    """Metric -> {"value", "ci"} over (selected) queries, with the group bootstrap."""
+    idx = range(len(per_query)) if select is None else np.flatnonzero(select)
+    rows = [per_query[i] for i in idx]
+    grp = [groups[i] for i in idx]
+    if not rows:
+        return {}
+    keys = list(rows[0])
+    values = {key: [r.get(key) for r in rows] for key in keys}
+    cis = group_bootstrap_many(values, grp, seed=settings.seed, n_boot=settings.n_boot)
+    return {key: {"value": _round(p), "ci": [_round(lo), _round(hi)]} for key, (p, lo, hi) in cis.items()}
+
+
+def paired_difference(
+    a: list[dict], b: list[dict], groups: list, key: str, settings: EvalSettings
+) -> dict:
+    """Paired group-bootstrap CI of mean(a[key]) - mean(b[key]) over queries where both exist."""
+    pairs = [(x.get(key), y.get(key), g) for x, y, g in zip(a, b, groups)]
+    pairs = [(x, y, g) for x, y, g in pairs if x is not None and y is not None]
+    if not pairs:
+        return {"value": None, "ci": [None, None]}
+    xs, ys, gs = zip(*pairs)
+    point, lo, hi = paired_bootstrap_ci(list(xs), list(ys), list(gs), seed=settings.seed,
+                                        n_boot=settings.n_boot)
+    return {"value": _round(point), "ci": [_round(lo), _round(hi)]}
+
+
+def _round(x):
+    return None if x is None else round(float(x), 10)

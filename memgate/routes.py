@@ -1,0 +1,188 @@
+"""Retrieval routes: each turns one query into a ranking of at most K memory ids.
+
+A route sees only the ``RouteView`` (memories, query contexts, pools, policy rules) and the
+embeddings; never labels. Every route shares three steps: candidate support (the query's pool,
+optionally restricted to readable namespaces), Kleene exclusion on route-visible metadata
+**before** truncation, and ranking (cosine, or gate re-scoring of the cosine's top
+``rerank_depth``), with ties broken by memory id ascending.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import numpy as np
+import torch
+
+from memgate.records import route_verdict
+from memgate.sources import RouteView
+
+
+@dataclass(frozen=True)
+class RouteResult:
+    ranked_ids: list
+    candidates_scored_cosine: int
+    candidates_scored_gate: int
+
+
+@dataclass(frozen=True)
+class RouteSpec:
+    """How a route builds its candidate set and ranks it."""
+
+    name: str
+    namespace: bool = False  # restrict support to readable namespaces
+    kleene: Optional[str] = None  # None | "open" (drop False) | "closed" (drop False and None)
+    current_only: bool = False  # keep only current and unknown lifecycle states
+    gated: bool = False  # re-score the cosine's top rerank_depth with the gate
+    drop: bool = False  # drop candidates whose suppression >= the calibrated threshold
+
+
+ROUTE_SPECS = {
+    spec.name: spec
+    for spec in (
+        RouteSpec("global_dense"),
+        RouteSpec("namespace_dense", namespace=True),
+        RouteSpec("current_only", namespace=True, current_only=True),
+        RouteSpec("kleene_gate", kleene="open"),
+        RouteSpec("kleene_gate_fail_closed", kleene="closed"),
+        RouteSpec("learned_gate", gated=True),
+        RouteSpec("learned_gate_namespace", namespace=True, gated=True),
+        RouteSpec("learned_gate_drop", gated=True, drop=True),
+        RouteSpec("learned_gate_namespace_drop", namespace=True, gated=True, drop=True),
+        RouteSpec("hybrid", namespace=True, kleene="open", gated=True),
+    )
+}
+GATED_ROUTES = tuple(name for name, spec in ROUTE_SPECS.items() if spec.gated)
+
+
+def rank_by_score(ids_rank: np.ndarray, candidates: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """Order ``candidates`` by score descending, ties by memory id ascending."""
+    order = np.lexsort((ids_rank[candidates], -scores))
+    return candidates[order]
+
+
+class GateScorer:
+    """Gate scores computed once per (query, memory) and reused by every gated route."""
+
+    def __init__(self, gate, memory_vectors: np.ndarray, query_vectors: np.ndarray):
+        self.gate = gate
+        self.M = torch.from_numpy(np.ascontiguousarray(memory_vectors, dtype=np.float32))
+        self.Q = torch.from_numpy(np.ascontiguousarray(query_vectors, dtype=np.float32))
+        self._cache: dict[int, dict[int, float]] = {}
+        self.gate_scorings = 0
+
+    @torch.no_grad()
+    def scores(self, qi: int, candidates: np.ndarray) -> np.ndarray:
+        cached = self._cache.setdefault(qi, {})
+        missing = [int(c) for c in candidates if int(c) not in cached]
+        if missing:
+            idx = torch.as_tensor(missing, dtype=torch.long)
+            values = self.gate.score(self.Q[qi], self.M[idx]).numpy()
+            cached.update(zip(missing, values.tolist()))
+            self.gate_scorings += len(missing)
+        return np.array([cached[int(c)] for c in candidates], dtype=np.float64)
+
+
+class RouteRunner:
+    """Runs named routes over one source's route view."""
+
+    def __init__(
+        self,
+        view: RouteView,
+        memory_vectors: np.ndarray,
+        query_vectors: np.ndarray,
+        gate_scorer: Optional[GateScorer] = None,
+        rerank_depth: int = 200,
+        drop_threshold: Optional[float] = None,
+    ):
+        if memory_vectors.shape[0] != len(view.memories):
+            raise ValueError("memory_vectors rows must match the source's memories")
+        if query_vectors.shape[0] != len(view.queries):
+            raise ValueError("query_vectors rows must match the source's queries")
+        if rerank_depth < 1:
+            raise ValueError(f"rerank_depth must be >= 1, got {rerank_depth}")
+        self.view = view
+        self.M = memory_vectors.astype(np.float32, copy=False)
+        self.Q = query_vectors.astype(np.float32, copy=False)
+        self.gate_scorer = gate_scorer
+        self.rerank_depth = rerank_depth
+        self.drop_threshold = drop_threshold
+        ids = np.array([m.memory_id for m in view.memories])
+        self.ids = ids
+        self.ids_rank = np.empty(len(ids), dtype=np.int64)
+        self.ids_rank[np.argsort(ids, kind="stable")] = np.arange(len(ids))
+        self._cos_cache: dict[int, np.ndarray] = {}
+        namespaces = sorted({m.namespace for m in view.memories if m.namespace is not None})
+        self._ns_code = {n: i for i, n in enumerate(namespaces)}
+        # Memories without a namespace get -1: never readable (missing scope is not imputed).
+        self._ns = np.array([self._ns_code.get(m.namespace, -1) for m in view.memories], dtype=np.int64)
+        self._current_or_unknown = np.array(
+            [m.lifecycle_state in ("current", "unknown") for m in view.memories], dtype=bool
+        )
+
+    def available(self, spec: RouteSpec) -> Optional[str]:
+        """None if the route can run; otherwise a one-line reason to skip it."""
+        if spec.gated and self.gate_scorer is None:
+            return "no gate loaded (or its dimension does not match this source's embeddings)"
+        if spec.drop and self.drop_threshold is None:
+            return "the checkpoint has no calibrated drop threshold"
+        return None
+
+    def cosine(self, qi: int) -> np.ndarray:
+        """Cosine of query qi against its pool (vectors are unit-normalised upstream)."""
+        if qi not in self._cos_cache:
+            pool = self.view.pools[self.view.queries[qi].query_id]
+            self._cos_cache[qi] = self.M[pool] @ self.Q[qi]
+        return self._cos_cache[qi]
+
+    def support(self, qi: int, spec: RouteSpec) -> np.ndarray:
+        """Positions (into the pool) of the route's candidates, after exclusion.
+
+        Namespace and lifecycle-state filters are vectorised; the Kleene verdict is computed
+        only for candidates that survive them (the namespace routes leave a handful).
+        """
+        query = self.view.queries[qi]
+        pool = self.view.pools[query.query_id]
+        keep = np.ones(len(pool), dtype=bool)
+        if spec.namespace:
+            readable = [self._ns_code[n] for n in (query.namespaces or ()) if n in self._ns_code]
+            keep &= np.isin(self._ns[pool], np.array(readable, dtype=np.int64))
+        if spec.current_only:
+            keep &= self._current_or_unknown[pool]
+        if spec.kleene:
+            # Scope is one Kleene axis: drop known wrong-scope memories in one vectorised step
+            # (a missing namespace is unresolved, so it survives to the full verdict below).
+            readable = [self._ns_code[n] for n in (query.namespaces or ()) if n in self._ns_code]
+            keep &= np.isin(self._ns[pool], np.array(readable, dtype=np.int64)) | (self._ns[pool] < 0)
+            for j in np.flatnonzero(keep):
+                memory = self.view.memories[pool[j]]
+                a = route_verdict(memory, query, self.view.policy_rules).admissible
+                if a is False or (spec.kleene == "closed" and a is None):
+                    keep[j] = False
+        return np.flatnonzero(keep)
+
+    def run(self, qi: int, spec: RouteSpec, k: int) -> RouteResult:
+        pool = self.view.pools[self.view.queries[qi].query_id]
+        positions = self.support(qi, spec)
+        candidates = pool[positions]
+        cos = self.cosine(qi)[positions].astype(np.float64)
+        n_cos = len(candidates)
+        if not spec.gated:
+            ranked = rank_by_score(self.ids_rank, candidates, cos)[:k]
+            return RouteResult([str(x) for x in self.ids[ranked]], n_cos, 0)
+        by_cos = rank_by_score(self.ids_rank, candidates, cos)
+        head, tail = by_cos[: self.rerank_depth], by_cos[self.rerank_depth :]
+        gate_scores = self.gate_scorer.scores(qi, head)
+        if spec.drop:
+            cos_head = self.M[head] @ self.Q[qi]
+            suppression = cos_head.astype(np.float64) - gate_scores
+            keep = suppression < self.drop_threshold
+            head, gate_scores = head[keep], gate_scores[keep]
+        ranked = np.concatenate([rank_by_score(self.ids_rank, head, gate_scores), tail])[:k]
+        return RouteResult([str(x) for x in self.ids[ranked]], n_cos, len(positions[: self.rerank_depth]))
+
+
+def make_route_fn(runner: RouteRunner, name: str) -> Callable[[int, int], RouteResult]:
+    spec = ROUTE_SPECS[name]
+    return lambda qi, k: runner.run(qi, spec, k)

@@ -1,0 +1,56 @@
+"""Model selection guard on real data (DESIGN section 4): a candidate gate is eligible only if
+its LoCoMo-select ``recall_required@K`` (``learned_gate_namespace``) is at most
+``max_recall_drop`` below ``namespace_dense``. Only the ``select`` part is ever opened here.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Optional
+
+import numpy as np
+
+from memgate.evaluation import EvalSettings, run_source
+from memgate.training import Guard
+
+log = logging.getLogger(__name__)
+
+
+def _mean_recall(per_query: list, k: int) -> float:
+    values = [m[f"recall_required@{k}"] for m in per_query if m[f"recall_required@{k}"] is not None]
+    return float(np.mean(values)) if values else float("nan")
+
+
+def recall_guard(prepared, k: int, max_drop: float, rerank_depth: int) -> Guard:
+    """A guard over one prepared source; the baseline is computed once."""
+    base_settings = EvalSettings(routes=["namespace_dense"], budgets=(k,), rerank_depth=rerank_depth)
+    baseline = _mean_recall(run_source(prepared, base_settings).per_query["namespace_dense"], k)
+
+    def guard(gate) -> dict:
+        settings = EvalSettings(routes=["learned_gate_namespace"], budgets=(k,), rerank_depth=rerank_depth)
+        gated = _mean_recall(run_source(prepared, settings, gate).per_query["learned_gate_namespace"], k)
+        drop = baseline - gated
+        return {"source": prepared.source.name, f"recall_required@{k}_namespace_dense": baseline,
+                f"recall_required@{k}_learned_gate_namespace": gated, "drop": drop,
+                "passed": bool(drop <= max_drop + 1e-12)}
+
+    return guard
+
+
+def locomo_guard_for(config) -> Optional[Guard]:
+    """The LoCoMo-select guard for a training config, or None (disabled or data absent)."""
+    if not config.selection.locomo_guard:
+        return None
+    from memgate.evaluate_run import prepare
+    from memgate.real_data.locomo import build_locomo_source
+    from memgate.real_data.paths import real_data_available, real_data_root
+    from memgate.train_run import encoder_from
+
+    root = real_data_root(config.real_data_root)
+    if not real_data_available(root):
+        log.warning("real data not found at %s: selecting on synthetic dev only", root)
+        return None
+    source = build_locomo_source(root, part="select", purpose="selection")
+    prepared = prepare(source, encoder_from(config))
+    return recall_guard(prepared, config.selection.guard_k, config.selection.max_recall_drop,
+                        config.selection.guard_rerank_depth)

@@ -1,0 +1,122 @@
+"""The training configuration (``configs/train/*.yaml``), strict and typed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from memgate.config import ConfigError
+
+
+@dataclass(frozen=True)
+class EncoderSection:
+    model: str = "sentence-transformers/all-MiniLM-L6-v2"
+    revision: Optional[str] = None
+    batch_size: int = 64
+    normalize: bool = True
+    max_seq_length: Optional[int] = 128
+    device: str = "cpu"
+    cache_dir: Optional[str] = ".cache/embeddings"
+
+
+@dataclass(frozen=True)
+class GateSection:
+    hidden: int = 512
+    n_layers: int = 2
+    activation: str = "gelu"
+    dropout: float = 0.0
+    init_bias: float = 4.0
+    init_std: float = 1e-3
+    features: str = "qv_prod"
+    mask_kind: str = "vector"
+
+
+@dataclass(frozen=True)
+class LossSection:
+    kind: str = "dpo"
+    beta: float = 1.0
+    temperature: float = 0.05
+    margin_weight: float = 0.5
+    preservation_weight: float = 0.1
+    preserve_negatives: bool = False
+
+
+@dataclass(frozen=True)
+class DataSection:
+    data_dir: str = "data/default"
+    data_config: str = "configs/data/default.yaml"
+    regenerate_if_missing: bool = True
+    use_mined: bool = True  # train on data_gen.mine's triples when they exist for this encoder
+    text_visible_only: bool = True  # the gate only sees text: train on text-visible preferences
+    group_negatives: bool = False  # (query, m+) examples with all their m- (listwise needs it)
+    max_negatives: int = 8
+    shuffle_labels: bool = False  # label-permutation control: swap m+/m- at random
+
+
+@dataclass(frozen=True)
+class OptimSection:
+    lr: float = 1e-3
+    weight_decay: float = 0.01
+    batch_size: int = 256
+    max_epochs: int = 8
+    max_steps: int = -1
+    warmup_steps: int = 20
+    grad_clip: float = 1.0
+
+
+@dataclass(frozen=True)
+class TrainerSection:
+    accelerator: str = "cpu"  # "auto" picks a GPU when one is present
+    devices: int = 1
+    strategy: str = "auto"  # "ddp" for multi-process training
+    precision: str = "32-true"  # "bf16-mixed" on a GPU
+    num_threads: int = 2
+    log_every_n_steps: int = 10
+    val_check_interval: float = 1.0
+    logger: str = "csv"  # csv | wandb (offline unless WANDB_MODE says otherwise) | none
+    progress_bar: bool = True
+    deterministic: bool = True
+
+
+@dataclass(frozen=True)
+class SelectionSection:
+    metric: str = "dev_pref_acc_gated"
+    locomo_guard: bool = True  # LoCoMo-select recall_required@20 drop <= max_recall_drop
+    max_recall_drop: float = 0.01
+    guard_k: int = 20
+    guard_rerank_depth: int = 200
+
+
+@dataclass(frozen=True)
+class ExportSection:
+    name: str = "memgate-minilm-l6"
+    checkpoints_dir: str = "checkpoints"
+    runs_dir: str = "runs"
+    headline: bool = True  # evaluate the export on synthetic test and write headline.json
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    seed: int = 0
+    real_data_root: Optional[str] = None  # default ../shared/data (env MEMGATE_DATA)
+    encoder: EncoderSection = field(default_factory=EncoderSection)
+    gate: GateSection = field(default_factory=GateSection)
+    loss: LossSection = field(default_factory=LossSection)
+    data: DataSection = field(default_factory=DataSection)
+    optim: OptimSection = field(default_factory=OptimSection)
+    trainer: TrainerSection = field(default_factory=TrainerSection)
+    selection: SelectionSection = field(default_factory=SelectionSection)
+    export: ExportSection = field(default_factory=ExportSection)
+
+    def __post_init__(self) -> None:
+        if self.loss.kind == "listwise" and not self.data.group_negatives:
+            raise ConfigError(
+                "loss.kind=listwise clashes with data.group_negatives=false: the listwise loss "
+                "needs all negatives of a (query, m+) example; set data.group_negatives=true"
+            )
+        if self.trainer.logger not in ("csv", "wandb", "none"):
+            raise ConfigError(f"trainer.logger must be csv, wandb or none, got {self.trainer.logger!r}")
+        if self.optim.batch_size < 1:
+            raise ConfigError("optim.batch_size must be >= 1")
+        if self.trainer.num_threads < 1:
+            raise ConfigError("trainer.num_threads must be >= 1")

@@ -1,0 +1,185 @@
+"""``train.py``'s work: data -> embeddings -> Lightning fit -> selection -> export -> headline."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Optional
+
+import lightning as L
+import torch
+
+from memgate.config import REPO_ROOT, config_hash, resolve_path, to_dict, write_resolved
+from memgate.encoder import Encoder, EncoderConfig, set_offline_defaults
+from memgate.export import export_gate, git_state, versions, write_json, write_model_card
+from memgate.gate import MemGate, MemGateConfig
+from memgate.objective import LossConfig
+from memgate.seeding import seed_everything
+from memgate.train_config import TrainConfig
+from memgate.training import (
+    BestGateSelection,
+    Guard,
+    MemGateModule,
+    PreferenceDataModule,
+    read_triples,
+)
+
+log = logging.getLogger(__name__)
+
+
+def encoder_from(config: TrainConfig) -> Encoder:
+    return Encoder(EncoderConfig(**asdict(config.encoder)), repo_root=REPO_ROOT)
+
+
+def ensure_data(config: TrainConfig) -> Path:
+    """The data directory, generated from ``data.data_config`` when missing (and allowed)."""
+    data_dir = resolve_path(config.data.data_dir)
+    if (data_dir / "meta.json").exists():
+        return data_dir
+    if not config.data.regenerate_if_missing:
+        raise FileNotFoundError(f"{data_dir} has no meta.json and data.regenerate_if_missing=false")
+    from data_gen.generate import generate_from_config  # text-only, deterministic
+
+    log.info("generating %s from %s", data_dir, config.data.data_config)
+    generate_from_config(resolve_path(config.data.data_config), data_dir)
+    return data_dir
+
+
+def training_triples(config: TrainConfig, data_dir: Path, encoder: Encoder) -> tuple[Path, list]:
+    mined = data_dir / "mined" / encoder.key / "triples.jsonl"
+    path = mined if (config.data.use_mined and mined.exists()) else data_dir / "train" / "triples.jsonl"
+    return path, read_triples(path, config.data.text_visible_only)
+
+
+def make_logger(config: TrainConfig, run_dir: Path):
+    if config.trainer.logger == "none":
+        return False
+    if config.trainer.logger == "wandb":
+        os.environ.setdefault("WANDB_MODE", "offline")
+        try:
+            from lightning.pytorch.loggers import WandbLogger
+        except ImportError as exc:  # pragma: no cover - optional extra
+            raise RuntimeError("trainer.logger=wandb needs `pip install memgate[wandb]`") from exc
+        return WandbLogger(save_dir=str(run_dir), project="memgate")
+    from lightning.pytorch.loggers import CSVLogger
+
+    return CSVLogger(save_dir=str(run_dir), name="csv")
+
+
+def train(
+    config: TrainConfig,
+    argv: Optional[list] = None,
+    guard: Optional[Guard] = None,
+    out_dir: Optional[Path] = None,
+) -> dict:
+    """Train, select and export one gate; returns a summary (also written as train_summary.json)."""
+    set_offline_defaults()
+    torch.set_num_threads(config.trainer.num_threads)
+    started = time.perf_counter()
+    seed_value = seed_everything(config.seed, "train")
+    name = config.export.name
+    run_dir = resolve_path(config.export.runs_dir) / name
+    export_dir = Path(out_dir) if out_dir else resolve_path(config.export.checkpoints_dir) / name
+    write_resolved(config, run_dir, argv=argv or sys.argv, seed=config.seed,
+                   component_seed=seed_value, config_hash=config_hash(config))
+
+    data_dir = ensure_data(config)
+    meta = json.loads((data_dir / "meta.json").read_text())
+    encoder = encoder_from(config)
+    triples_path, train_rows = training_triples(config, data_dir, encoder)
+    dev_rows = read_triples(data_dir / "dev" / "triples.jsonl", text_visible_only=True)
+    t0 = time.perf_counter()
+    dm = PreferenceDataModule(
+        train_rows, dev_rows, encoder, config.optim.batch_size, config.data.group_negatives,
+        config.data.max_negatives, seed_value, config.data.shuffle_labels,
+    )
+    embed_seconds = time.perf_counter() - t0
+
+    identity = encoder.identity
+    gate_config = MemGateConfig(
+        dim=identity["dim"], encoder_id=identity["id"], encoder_revision=identity["revision"],
+        encoder_normalize=identity["normalize"], **asdict(config.gate),
+    )
+    gate = MemGate(gate_config)
+    steps_per_epoch = max(1, -(-len(dm.train) // config.optim.batch_size))
+    total = config.optim.max_steps if config.optim.max_steps > 0 else steps_per_epoch * config.optim.max_epochs
+    module = MemGateModule(
+        gate, LossConfig(**asdict(config.loss)), dm.embeddings, config.optim.lr,
+        config.optim.weight_decay, config.optim.warmup_steps, total,
+    )
+    selection = BestGateSelection(guard)
+    trainer = L.Trainer(
+        accelerator=config.trainer.accelerator,
+        devices=config.trainer.devices,
+        strategy=config.trainer.strategy,
+        precision=config.trainer.precision,
+        max_epochs=config.optim.max_epochs,
+        max_steps=config.optim.max_steps,
+        gradient_clip_val=config.optim.grad_clip,
+        log_every_n_steps=config.trainer.log_every_n_steps,
+        val_check_interval=config.trainer.val_check_interval,
+        logger=make_logger(config, run_dir),
+        callbacks=[selection],
+        enable_progress_bar=config.trainer.progress_bar,
+        enable_checkpointing=True,
+        default_root_dir=str(run_dir),
+        deterministic=config.trainer.deterministic,
+        num_sanity_val_steps=0,
+        enable_model_summary=False,
+    )
+    t0 = time.perf_counter()
+    trainer.fit(module, datamodule=dm)
+    train_seconds = time.perf_counter() - t0
+    if selection.best_state is None:
+        raise RuntimeError(
+            "no validation step passed the selection guard; nothing to export "
+            f"(history: {json.dumps(selection.history)})"
+        )
+    gate.load_state_dict(selection.best_state)
+    gate.eval()
+
+    export_info = {
+        "encoder": identity,
+        "data_hash": meta["data_hash"],
+        "data_dir": os.path.relpath(data_dir, REPO_ROOT),
+        "train_triples_file": os.path.relpath(triples_path, REPO_ROOT),
+        "n_train_examples": len(dm.train),
+        "seed": config.seed,
+        "config_hash": config_hash(config),
+        "train_config": to_dict(config),
+        "num_threads": config.trainer.num_threads,
+        "parameters": gate.num_parameters(),
+        "selection": {k: v for k, v in (selection.best or {}).items()},
+        "selection_history": selection.history,
+        "versions": versions(),
+        **git_state(),
+    }
+    export_gate(gate, export_dir, export_info)
+    headline = None
+    eval_seconds = 0.0
+    if config.export.headline:
+        from memgate.evaluate_run import headline_for_export
+
+        t0 = time.perf_counter()
+        headline = headline_for_export(export_dir, data_dir, encoder)
+        eval_seconds = time.perf_counter() - t0
+        write_json(export_dir / "headline.json", headline)
+    write_model_card(export_dir, export_info, headline)
+    summary = {
+        "export_dir": str(export_dir),
+        "run_dir": str(run_dir),
+        "seconds": {"embed": embed_seconds, "train": train_seconds, "headline": eval_seconds,
+                    "total": time.perf_counter() - started},
+        "train_examples": len(dm.train),
+        "train_triples_per_s": dm.train.n_triples * max(1, trainer.current_epoch) / max(train_seconds, 1e-9),
+        "steps": int(trainer.global_step),
+        "selection": selection.best,
+        "headline": headline,
+    }
+    write_json(run_dir / "train_summary.json", summary)
+    return summary
