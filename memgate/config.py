@@ -68,6 +68,12 @@ def _check_type(value: Any, annotation: Any, path: str) -> Any:
             raise ConfigError(f"{path}: expected an integer, got {value!r}")
         return value
     if annotation is float:
+        if isinstance(value, str):
+            # YAML 1.1 reads "3e-4" (no dot) as a string; accept any float literal.
+            try:
+                return float(value)
+            except ValueError:
+                raise ConfigError(f"{path}: expected a number, got {value!r}") from None
         if type(value) is bool or not isinstance(value, (int, float)):
             raise ConfigError(f"{path}: expected a number, got {value!r}")
         return float(value)
