@@ -1,0 +1,477 @@
+"""Evaluate the allowed-action policy on the scenario suite and write a report.
+
+    python -m memgate.action_report --out reports/actions
+
+writes ``report.md``, ``results.json`` (byte-reproducible: no timestamps) and ``tradeoff.png``.
+For every preset: correct / total, false-certainty errors (an action strictly more permissive
+than expected), overblocks (strictly less permissive) and each disagreement with the suite's
+rationale; plus a sweep over the thresholds (the low-risk settled threshold of
+``balanced_risk_adjusted`` and a shift of every ``balanced`` answer threshold) that traces the
+trade-off surface.
+
+``--record`` also rewrites ``memgate/action_suite/expected_results.json``, the per-preset figures
+the tests assert; do that only on purpose, together with a policy version bump.
+
+The suite's expected actions are never changed to match the policy: disagreements are reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, Sequence, Union
+
+import yaml
+
+from memgate.actions import (
+    ACTION_ORDER,
+    ActionPolicy,
+    ActionPolicyError,
+    ActionQuery,
+    Preset,
+    compare,
+    decide_actions,
+    load_policy,
+)
+
+SUITE_DIR = Path(__file__).with_name("action_suite")
+DEFAULT_SUITE_PATH = SUITE_DIR / "scenarios.yaml"
+EXPECTED_RESULTS_PATH = SUITE_DIR / "expected_results.json"
+
+MIN_SCENARIOS = 12
+MIN_MEMORIES = 35
+
+SETTLED_SWEEP = (0.5, 0.6, 0.65, 0.7, 0.75, 0.8)
+SHIFT_SWEEP = (-0.2, -0.15, -0.1, -0.05, 0.0, 0.05, 0.1)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    id: str
+    title: str
+    query: dict
+    memories: tuple[dict, ...]
+
+
+@dataclass(frozen=True)
+class Suite:
+    path: str
+    sha256: str
+    version: int
+    scenarios: tuple[Scenario, ...]
+
+    @property
+    def memories(self) -> list[tuple[Scenario, dict]]:
+        return [(s, m) for s in self.scenarios for m in s.memories]
+
+
+def load_suite(path: Union[str, Path, None] = None) -> Suite:
+    """Load and check the scenario suite; errors name the scenario, memory and field."""
+    path = Path(path) if path is not None else DEFAULT_SUITE_PATH
+    blob = path.read_bytes()
+    raw = yaml.safe_load(blob)
+    if not isinstance(raw, dict) or not isinstance(raw.get("scenarios"), list):
+        raise ActionPolicyError(f"{path}: a suite needs a 'scenarios' list")
+    order = raw.get("action_order")
+    if order is not None and tuple(order) != ACTION_ORDER:
+        raise ActionPolicyError(f"{path}: field 'action_order' must be {list(ACTION_ORDER)}")
+    scenarios, seen = [], set()
+    for i, s in enumerate(raw["scenarios"]):
+        where = f"{path}: scenario {s.get('id', i)!r}"
+        for name in ("id", "title", "query", "memories"):
+            if name not in s:
+                raise ActionPolicyError(f"{where}: missing field {name!r}")
+        ActionQuery.from_dict(s["query"])  # validates the query
+        for m in s["memories"]:
+            mid = m.get("id")
+            if mid in seen:
+                raise ActionPolicyError(f"{where}: duplicate memory id {mid!r}")
+            seen.add(mid)
+            if m.get("expected_action") not in ACTION_ORDER:
+                raise ActionPolicyError(
+                    f"{where}: memory {mid!r}: field 'expected_action' must be one of "
+                    f"{ACTION_ORDER}, "
+                    f"got {m.get('expected_action')!r}"
+                )
+            if not isinstance(m.get("rationale"), str) or not m["rationale"].strip():
+                raise ActionPolicyError(
+                    f"{where}: memory {mid!r}: field 'rationale' must be a non-empty string"
+                )
+            ids = {x["id"] for x in s["memories"]}
+            for other in m.get("conflicts_with") or []:
+                if other not in ids:
+                    raise ActionPolicyError(
+                        f"{where}: memory {mid!r}: conflicts_with names unknown id {other!r}"
+                    )
+        scenarios.append(Scenario(s["id"], s["title"], dict(s["query"]), tuple(s["memories"])))
+    suite = Suite(
+        str(path),
+        hashlib.sha256(blob).hexdigest(),
+        int(raw.get("suite_version", 0)),
+        tuple(scenarios),
+    )
+    if len(suite.scenarios) < MIN_SCENARIOS or len(suite.memories) < MIN_MEMORIES:
+        raise ActionPolicyError(
+            f"{path}: the suite needs >= {MIN_SCENARIOS} scenarios and >= {MIN_MEMORIES} memories, "
+            f"got {len(suite.scenarios)} and {len(suite.memories)}"
+        )
+    return suite
+
+
+def evaluate_preset(suite: Suite, preset: Union[str, Preset], policy: ActionPolicy) -> dict:
+    """Figures and per-memory decisions of one preset on the suite."""
+    rows = []
+    for scenario in suite.scenarios:
+        decisions = decide_actions(scenario.memories, scenario.query, preset, policy)
+        for memory, decision in zip(scenario.memories, decisions, strict=True):
+            outcome = compare(decision.action, memory["expected_action"])
+            rows.append(
+                {
+                    "scenario": scenario.id,
+                    "memory_id": memory["id"],
+                    "expected": memory["expected_action"],
+                    "actual": decision.action,
+                    "outcome": outcome,
+                    "binding": list(decision.binding),
+                    "rationale": memory["rationale"],
+                    "policy_version": decision.policy_version,
+                    "preset": decision.preset,
+                }
+            )
+    return {
+        "total": len(rows),
+        "correct": sum(r["outcome"] == "correct" for r in rows),
+        "false_certainty": sum(r["outcome"] == "false_certainty" for r in rows),
+        "overblocks": sum(r["outcome"] == "overblock" for r in rows),
+        "decisions": rows,
+    }
+
+
+def _figures(result: dict) -> dict:
+    return {k: result[k] for k in ("correct", "total", "false_certainty", "overblocks")}
+
+
+def _sweep_row(family: str, value: float, result: dict) -> dict:
+    ids = {
+        kind: [d["memory_id"] for d in result["decisions"] if d["outcome"] == kind]
+        for kind in ("false_certainty", "overblock")
+    }
+    return {
+        "family": family,
+        "value": value,
+        **_figures(result),
+        "false_certainty_ids": ids["false_certainty"],
+        "overblock_ids": ids["overblock"],
+    }
+
+
+def sweep(suite: Suite, policy: ActionPolicy) -> list[dict]:
+    """The trade-off surface: two one-parameter families around the shipped presets."""
+    rows = []
+    base = policy.preset("balanced_risk_adjusted")
+    for value in SETTLED_SWEEP:
+        name = f"balanced_risk_adjusted@settled={value:g}"
+        p = base.with_overrides(name=name, settled_low_risk_threshold=value)
+        rows.append(
+            _sweep_row("settled_low_risk_threshold", value, evaluate_preset(suite, p, policy))
+        )
+    balanced = policy.preset("balanced")
+    for shift in SHIFT_SWEEP:
+        thresholds = {
+            k: min(1.0, max(0.0, round(v + shift, 4))) for k, v in balanced.answer_threshold.items()
+        }
+        p = balanced.with_overrides(name=f"balanced@shift={shift:+g}", answer_threshold=thresholds)
+        family = "balanced_answer_threshold_shift"
+        rows.append(_sweep_row(family, shift, evaluate_preset(suite, p, policy)))
+    return rows
+
+
+def build_results(suite: Suite, policy: ActionPolicy) -> dict:
+    presets = {name: evaluate_preset(suite, name, policy) for name in policy.presets}
+    return {
+        "policy_version": policy.version,
+        "suite": {
+            "path": Path(suite.path).name,
+            "suite_version": suite.version,
+            "sha256": suite.sha256,
+            "scenarios": len(suite.scenarios),
+            "memories": len(suite.memories),
+        },
+        "action_order": list(ACTION_ORDER),
+        "presets": presets,
+        "sweep": sweep(suite, policy),
+    }
+
+
+def expected_record(results: dict) -> dict:
+    """What the tests assert: per preset the figures and every memory's expected/actual action."""
+    return {
+        "policy_version": results["policy_version"],
+        "suite_version": results["suite"]["suite_version"],
+        "presets": {
+            name: {
+                **_figures(r),
+                "actions": {
+                    d["memory_id"]: {"expected": d["expected"], "actual": d["actual"]}
+                    for d in r["decisions"]
+                },
+            }
+            for name, r in results["presets"].items()
+        },
+    }
+
+
+def _dump(obj: Any) -> str:
+    return json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+_LIMITS = (
+    (
+        "Internal scenarios, deterministic logic, no retrieval noise, no language model in the "
+        "loop: "
+        "this shows the policy can be calibrated on these cases, not that it generalises."
+    ),
+    (
+        "The suite and the policy were written by the same team (the suite first, in its own "
+        "commit); "
+        "the figures are in-sample."
+    ),
+    (
+        "The suite has no low-risk settled item with weak evidence, so lowering the settled "
+        "threshold "
+        "cannot show false certainty here; the answer-threshold shift is where that side appears."
+    ),
+)
+
+
+def _row(*cells: object) -> str:
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def render_markdown(results: dict) -> str:
+    suite = results["suite"]
+    lines = [
+        "# Allowed-action policy: scenario-suite report",
+        "",
+        (
+            f"Policy version `{results['policy_version']}`; suite `{suite['path']}` "
+            f"(version {suite['suite_version']}, sha256 `{suite['sha256'][:12]}`): "
+            f"{suite['scenarios']} scenarios, {suite['memories']} exposed memories."
+        ),
+        "",
+        "Order of permissiveness: " + " > ".join(f"`{a}`" for a in ACTION_ORDER) + ". "
+        "False certainty = an action strictly more permissive than expected; "
+        "overblock = strictly less.",
+        "",
+        _row("preset", "correct / total", "false certainty", "overblocks"),
+        "|---|---|---|---|",
+    ]
+    for name, r in results["presets"].items():
+        lines.append(
+            _row(
+                f"`{name}`", f"{r['correct']} / {r['total']}", r["false_certainty"], r["overblocks"]
+            )
+        )
+    lines += [
+        "",
+        "## Disagreements with the suite",
+        "",
+        (
+            "The suite's expected actions were written before the policy and are not edited to "
+            "match "
+            "it; every disagreement is listed with the suite's rationale and the policy rules that "
+            "bound the action."
+        ),
+    ]
+    for name, r in results["presets"].items():
+        bad = [d for d in r["decisions"] if d["outcome"] != "correct"]
+        lines += ["", f"### `{name}` ({len(bad)})", ""]
+        if not bad:
+            lines.append("None.")
+            continue
+        lines.append(
+            _row("memory", "scenario", "expected", "policy", "kind", "binding rules", "rationale")
+        )
+        lines.append("|---|---|---|---|---|---|---|")
+        for d in bad:
+            lines.append(
+                _row(
+                    d["memory_id"],
+                    d["scenario"],
+                    f"`{d['expected']}`",
+                    f"`{d['actual']}`",
+                    d["outcome"].replace("_", " "),
+                    ", ".join(d["binding"]),
+                    d["rationale"],
+                )
+            )
+    lines += [
+        "",
+        "## Trade-off surface",
+        "",
+        (
+            "Two one-parameter families: the low-risk settled answer threshold of "
+            "`balanced_risk_adjusted`, and a shift added to every `balanced` answer threshold "
+            "(clipped to [0, 1]). See `tradeoff.png`."
+        ),
+        "",
+        _row(
+            "family",
+            "value",
+            "correct / total",
+            "false certainty",
+            "overblocks",
+            "false-certain ids",
+        ),
+        "|---|---|---|---|---|---|",
+    ]
+    for row in results["sweep"]:
+        value = f"{row['value']:+g}" if row["family"].endswith("shift") else f"{row['value']:g}"
+        lines.append(
+            _row(
+                row["family"],
+                value,
+                f"{row['correct']} / {row['total']}",
+                row["false_certainty"],
+                row["overblocks"],
+                ", ".join(row["false_certainty_ids"]) or "-",
+            )
+        )
+    lines += ["", "## Limits", ""] + [f"- {text}" for text in _LIMITS]
+    lines += ["", "Regenerate: `python -m memgate.action_report --out reports/actions`", ""]
+    return "\n".join(lines)
+
+
+def plot_tradeoff(results: dict, path: Path) -> None:
+    """Three panels: presets and sweeps in the (overblocks, false certainty) plane, each sweep."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    families = (
+        (
+            "balanced_answer_threshold_shift",
+            "balanced: shift of every answer threshold",
+            "tab:blue",
+            "o",
+        ),
+        (
+            "settled_low_risk_threshold",
+            "balanced_risk_adjusted: low-risk settled threshold",
+            "tab:green",
+            "s",
+        ),
+    )
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
+    plane = axes[0]
+    for family, label, color, marker in families:
+        rows = [r for r in results["sweep"] if r["family"] == family]
+        plane.plot(
+            [r["overblocks"] for r in rows],
+            [r["false_certainty"] for r in rows],
+            color=color,
+            marker=marker,
+            alpha=0.5,
+            label=label,
+        )
+    for i, (name, r) in enumerate(results["presets"].items()):
+        plane.scatter([r["overblocks"]], [r["false_certainty"]], s=90, color="black", zorder=5)
+        plane.annotate(
+            name,
+            (r["overblocks"], r["false_certainty"]),
+            fontsize=8,
+            xytext=(0, 10 + 12 * (i % 2)),
+            textcoords="offset points",
+            ha="center",
+        )
+    plane.set_xlabel("overblocks (strictly less permissive than expected)")
+    plane.set_ylabel("false-certainty errors")
+    plane.set_title(f"Presets (black) and sweeps, {results['policy_version']}")
+    plane.legend(fontsize=7, loc="upper right")
+    for (family, label, color, marker), ax in zip(families, axes[1:], strict=True):
+        rows = [r for r in results["sweep"] if r["family"] == family]
+        xs = [r["value"] for r in rows]
+        ax.plot(
+            xs,
+            [r["false_certainty"] for r in rows],
+            color="tab:red",
+            marker=marker,
+            label="false certainty",
+        )
+        ax.plot(
+            xs,
+            [r["overblocks"] for r in rows],
+            color=color,
+            marker=marker,
+            linestyle="--",
+            label="overblocks",
+        )
+        ax.set_xlabel(
+            "shift added to answer thresholds"
+            if family.endswith("shift")
+            else "settled answer threshold"
+        )
+        ax.set_ylabel("errors on the suite")
+        ax.set_title(label, fontsize=9)
+        ax.legend(fontsize=7)
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def write_report(
+    out: Union[str, Path],
+    suite_path: Optional[Path] = None,
+    policy_path: Optional[Path] = None,
+    record: bool = False,
+) -> dict:
+    suite = load_suite(suite_path)
+    policy = load_policy(policy_path)
+    results = build_results(suite, policy)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(_dump(results), encoding="utf-8")
+    (out / "report.md").write_text(render_markdown(results), encoding="utf-8")
+    plot_tradeoff(results, out / "tradeoff.png")
+    if record:
+        EXPECTED_RESULTS_PATH.write_text(_dump(expected_record(results)), encoding="utf-8")
+    return results
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default="reports/actions", help="output directory")
+    parser.add_argument(
+        "--suite", type=Path, default=None, help="scenario suite (default: bundled)"
+    )
+    parser.add_argument("--policy", type=Path, default=None, help="policy file (default: bundled)")
+    parser.add_argument(
+        "--record",
+        action="store_true",
+        help=f"also rewrite {EXPECTED_RESULTS_PATH.name}, the figures the tests assert",
+    )
+    args = parser.parse_args(argv)
+    results = write_report(args.out, args.suite, args.policy, args.record)
+    for name, r in results["presets"].items():
+        print(
+            f"{name:24s} {r['correct']}/{r['total']} correct, "
+            f"{r['false_certainty']} false certainty, "
+            f"{r['overblocks']} overblocks"
+        )
+    print(
+        f"wrote {Path(args.out) / 'report.md'}, results.json, tradeoff.png "
+        f"(policy {results['policy_version']})"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
