@@ -42,7 +42,8 @@ def main(argv=None) -> int:
         cases = Path(args.cases)
         out = Path(args.out) if args.out else resolve_path(f"reports/cases-{cases.stem}")
         checkpoint = Path(args.checkpoint) if args.checkpoint else None
-        evaluate_cases(cases, out, checkpoint, n_boot=args.n_boot, seed=args.seed)
+        evaluate_cases(cases, out, checkpoint, n_boot=args.n_boot, seed=args.seed,
+                       routes=routes if args.routes else None)
         print(f"wrote {out}/report.md")
         return 0
     checkpoint = Path(args.checkpoint) if args.checkpoint else resolve_path(DEFAULT_CHECKPOINT)

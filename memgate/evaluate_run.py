@@ -271,12 +271,12 @@ def ensure_eval_data(checkpoint: Path, data_dir: Path) -> None:
     gate = MemGate.from_pretrained(checkpoint)
     expected = gate.export_info.get("data_hash")
     if not (Path(data_dir) / "meta.json").exists():
-        from data_gen.generate import generate_from_config
+        from memgate.datagen_cli import generate
 
         config_path = gate.export_info.get("train_config", {}).get("data", {}).get(
             "data_config", "configs/data/default.yaml")
         log.info("%s missing: regenerating from %s", data_dir, config_path)
-        generate_from_config(REPO_ROOT / config_path, Path(data_dir))
+        generate(REPO_ROOT / config_path, Path(data_dir))
     actual = read_meta(data_dir).get("data_hash")
     if expected is not None and actual != expected:
         raise ValueError(
@@ -285,15 +285,19 @@ def ensure_eval_data(checkpoint: Path, data_dir: Path) -> None:
         )
 
 
+CASE_ROUTES = ("global_dense", "namespace_dense", "current_only", "kleene_gate",
+               "kleene_gate_fail_closed")
+
+
 def evaluate_cases(cases: Path, out_dir: Path, checkpoint: Optional[Path] = None,
-                   n_boot: int = 10_000, seed: int = 0) -> dict:
+                   n_boot: int = 10_000, seed: int = 0,
+                   routes: Optional[Sequence[str]] = None) -> dict:
     """Evaluate only a verify-agent-memory cases file (no other data read or generated)."""
     from memgate.cases import load_cases
 
     prepared = [PreparedSource(c.source, c.memory_embeddings, c.query_embeddings) for c in load_cases(cases)]
-    routes = ["global_dense", "namespace_dense", "current_only", "kleene_gate",
-              "kleene_gate_fail_closed"]
-    if checkpoint is not None:
+    routes = list(routes or CASE_ROUTES)
+    if checkpoint is not None and not any(r.startswith("learned") for r in routes):
         # A gate whose dimension differs from the file's embeddings is skipped with a reason.
         routes += ["learned_gate", "learned_gate_namespace", "hybrid"]
     return evaluate(checkpoint, None, out_dir, routes=routes, real_sources=(),

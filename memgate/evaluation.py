@@ -16,7 +16,8 @@ import numpy as np
 from memgate.admissibility import relevance_value
 from memgate.bootstrap import group_bootstrap_many, paired_bootstrap_ci
 from memgate.protocol import mrr_required, query_metrics, routes_row, score_query
-from memgate.routes import ROUTE_SPECS, GateScorer, RouteRunner
+from memgate.routes import ROUTE_SPECS, GateScorer, RouteResult, RouteRunner
+from memgate.seeding import component_rng
 from memgate.sources import EvalSource
 
 DEFAULT_BUDGETS = (10, 20, 50, 100)
@@ -80,44 +81,52 @@ def run_source(prepared: PreparedSource, settings: EvalSettings, gate=None) -> S
     result.groups = [source.group_of(qid) for qid in result.query_ids]
     k_max = max(settings.budgets)
     for name in settings.routes:
-        spec = ROUTE_SPECS[name]
-        reason = runner.available(spec)
+        spec = ROUTE_SPECS.get(name)
+        if spec is None and name != "oracle_required":
+            raise ValueError(f"unknown route {name!r}; known: {sorted(ROUTE_SPECS) + ['oracle_required']}")
+        reason = runner.available(spec) if spec is not None else None
         if reason is not None:
             result.skipped[name] = reason
             continue
         start = time.perf_counter()
         per_query, rankings = [], []
         n_cos = n_gate = 0
+        route_fns = _route_functions(name, runner, source, settings)
         for qi, query in enumerate(source.queries):
-            routed = runner.run(qi, spec, k_max)
+            anchors = source.anchor_groups.get(query.query_id, [])
+            runs = [fn(qi, k_max) for fn in route_fns]
+            seed_metrics = []
+            for run_index, routed in enumerate(runs):
+                ranked = routed.ranked_ids
+                admissible, reasons, relevance = _label_maps(source, query.query_id, ranked)
+                metrics: dict = {}
+                for k in settings.budgets:
+                    outcome = score_query(
+                        ranked[:k], anchors, admissible, reasons, relevance,
+                        k_budget=k, tau=settings.tau, infeasible_cost=settings.infeasible_cost,
+                    )
+                    values = query_metrics(outcome, k, settings.infeasible_cost)
+                    values.pop("mrr_required", None)
+                    metrics.update(values)
+                    if k == ROW_BUDGET and run_index == 0:
+                        result.rows.append(
+                            routes_row(
+                                source=source.name, group_id=result.groups[qi],
+                                query_id=query.query_id, route=name, k_budget=k, tau=settings.tau,
+                                corruption="clean", ranked_ids=ranked[:k],
+                                candidates_scored={"cosine": routed.candidates_scored_cosine,
+                                                   "gate": routed.candidates_scored_gate},
+                                outcome=outcome,
+                            )
+                        )
+                metrics["mrr_required"] = mrr_required(ranked, anchors) if anchors else None
+                seed_metrics.append(metrics)
+            # random_partition: the mean over its seeds, per query.
+            metrics = _mean_over_runs(seed_metrics)
+            routed = runs[0]
             n_cos += routed.candidates_scored_cosine
             n_gate += routed.candidates_scored_gate
-            ranked = routed.ranked_ids
-            rankings.append(ranked)
-            anchors = source.anchor_groups.get(query.query_id, [])
-            admissible, reasons, relevance = _label_maps(source, query.query_id, ranked)
-            metrics: dict = {}
-            for k in settings.budgets:
-                outcome = score_query(
-                    ranked[:k], anchors, admissible, reasons, relevance,
-                    k_budget=k, tau=settings.tau, infeasible_cost=settings.infeasible_cost,
-                )
-                values = query_metrics(outcome, k, settings.infeasible_cost)
-                if k != k_max:
-                    values.pop("mrr_required", None)
-                metrics.update(values)
-                if k == ROW_BUDGET:
-                    result.rows.append(
-                        routes_row(
-                            source=source.name, group_id=result.groups[qi],
-                            query_id=query.query_id, route=name, k_budget=k, tau=settings.tau,
-                            corruption="clean", ranked_ids=ranked[:k],
-                            candidates_scored={"cosine": routed.candidates_scored_cosine,
-                                               "gate": routed.candidates_scored_gate},
-                            outcome=outcome,
-                        )
-                    )
-            metrics["mrr_required"] = mrr_required(ranked, anchors) if anchors else None
+            rankings.append(routed.ranked_ids)
             metrics["candidates_scored_cosine"] = float(routed.candidates_scored_cosine)
             metrics["candidates_scored_gate"] = float(routed.candidates_scored_gate)
             per_query.append(metrics)
@@ -126,6 +135,49 @@ def run_source(prepared: PreparedSource, settings: EvalSettings, gate=None) -> S
         result.rankings[name] = rankings
         result.candidates[name] = (n_cos, n_gate)
     return result
+
+
+RANDOM_PARTITION_SEEDS = 10
+
+
+def _route_functions(name: str, runner: RouteRunner, source: EvalSource, settings: EvalSettings):
+    """One function per run of the route (random_partition has one per seed)."""
+    if name == "oracle_required":
+        return [_oracle(runner, source)]
+    spec = ROUTE_SPECS[name]
+    if name == "random_partition":
+        fns = []
+        for seed in range(RANDOM_PARTITION_SEEDS):
+            rng = component_rng(settings.seed, f"random_partition/{seed}")
+            shuffled = runner.with_namespaces(rng.permutation(runner._ns))
+            fns.append(lambda qi, k, r=shuffled: r.run(qi, spec, k))
+        return fns
+    return [lambda qi, k: runner.run(qi, spec, k)]
+
+
+def _oracle(runner: RouteRunner, source: EvalSource):
+    """Non-deployable headroom: namespace_dense's ranking with every anchor moved to the front
+    (reads scorer labels, which is why it lives here and not in memgate.routes)."""
+    spec = ROUTE_SPECS["namespace_dense"]
+
+    def run(qi: int, k: int) -> RouteResult:
+        query = source.queries[qi]
+        full = runner.run(qi, spec, len(source.pools[query.query_id]))
+        anchors = set().union(*source.anchor_groups.get(query.query_id, [])) if source.anchor_groups.get(query.query_id) else set()
+        ranked = [m for m in full.ranked_ids if m in anchors] + [m for m in full.ranked_ids if m not in anchors]
+        return RouteResult(ranked[:k], full.candidates_scored_cosine, 0)
+
+    return run
+
+
+def _mean_over_runs(runs: list[dict]) -> dict:
+    if len(runs) == 1:
+        return runs[0]
+    out = {}
+    for key in runs[0]:
+        values = [r[key] for r in runs if r[key] is not None]
+        out[key] = float(np.mean(values)) if values else None
+    return out
 
 
 def summarize_route(

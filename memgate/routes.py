@@ -9,6 +9,7 @@ optionally restricted to readable namespaces), Kleene exclusion on route-visible
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -36,6 +37,8 @@ class RouteSpec:
     current_only: bool = False  # keep only current and unknown lifecycle states
     gated: bool = False  # re-score the cosine's top rerank_depth with the gate
     drop: bool = False  # drop candidates whose suppression >= the calibrated threshold
+    scorer: str = "dense"  # dense | bm25 | rrf (BM25 + dense, k = 60) | recency (dense + gamma*order)
+    post_filter: Optional[int] = None  # dense top-D over the pool first, then exclusion (post-filter)
 
 
 ROUTE_SPECS = {
@@ -51,8 +54,16 @@ ROUTE_SPECS = {
         RouteSpec("learned_gate_drop", gated=True, drop=True),
         RouteSpec("learned_gate_namespace_drop", namespace=True, gated=True, drop=True),
         RouteSpec("hybrid", namespace=True, kleene="open", gated=True),
+        RouteSpec("global_bm25", scorer="bm25"),
+        RouteSpec("global_rrf", scorer="rrf"),
+        RouteSpec("global_recency", scorer="recency"),
+        *(RouteSpec(f"post_filter_{d}", namespace=True, kleene="open", post_filter=d)
+          for d in (20, 100, 500)),
+        RouteSpec("random_partition", namespace=True),
     )
 }
+RRF_K = 60
+RECENCY_GAMMA = 0.1
 GATED_ROUTES = tuple(name for name, spec in ROUTE_SPECS.items() if spec.gated)
 
 
@@ -113,6 +124,8 @@ class RouteRunner:
         self.ids_rank = np.empty(len(ids), dtype=np.int64)
         self.ids_rank[np.argsort(ids, kind="stable")] = np.arange(len(ids))
         self._cos_cache: dict[int, np.ndarray] = {}
+        self._bm25 = None
+        self._order = np.array([m.released_order for m in view.memories], dtype=np.float64)
         namespaces = sorted({m.namespace for m in view.memories if m.namespace is not None})
         self._ns_code = {n: i for i, n in enumerate(namespaces)}
         # Memories without a namespace get -1: never readable (missing scope is not imputed).
@@ -128,6 +141,51 @@ class RouteRunner:
         if spec.drop and self.drop_threshold is None:
             return "the checkpoint has no calibrated drop threshold"
         return None
+
+    def _bm25_scores(self, qi: int) -> np.ndarray:
+        """BM25 of query qi against its pool; one index over the source's memories (so IDF is
+        the source's, not the pool's), built on first use."""
+        if self._bm25 is None:
+            import bm25s
+
+            tokens = bm25s.tokenize([m.text for m in self.view.memories], stopwords="en",
+                                    show_progress=False)
+            self._bm25 = bm25s.BM25()
+            self._bm25.index(tokens, show_progress=False)
+            self._bm25_vocab = tokens.vocab
+        import bm25s
+
+        query_tokens = bm25s.tokenize([self.view.queries[qi].text], stopwords="en",
+                                      return_ids=False, show_progress=False)[0]
+        query_tokens = [t for t in query_tokens if t in self._bm25_vocab]
+        pool = self.view.pools[self.view.queries[qi].query_id]
+        if not query_tokens:
+            return np.zeros(len(pool))
+        return np.asarray(self._bm25.get_scores(query_tokens), dtype=np.float64)[pool]
+
+    def base_scores(self, qi: int, spec: RouteSpec, positions: np.ndarray) -> np.ndarray:
+        """The route's first-stage score for its candidates (positions into the pool)."""
+        cos = self.cosine(qi)[positions].astype(np.float64)
+        if spec.scorer == "dense":
+            return cos
+        if spec.scorer == "recency":
+            pool = self.view.pools[self.view.queries[qi].query_id]
+            order = self._order[pool[positions]]
+            span = order.max() - order.min() if len(order) else 0.0
+            norm = (order - order.min()) / span if span > 0 else np.zeros(len(order))
+            return cos + RECENCY_GAMMA * norm
+        bm25 = self._bm25_scores(qi)[positions]
+        if spec.scorer == "bm25":
+            return bm25
+        if spec.scorer == "rrf":
+            pool = self.view.pools[self.view.queries[qi].query_id]
+            cands = pool[positions]
+            ranks = np.empty(len(cands))
+            ranks_dense = np.empty(len(cands))
+            ranks[np.argsort(np.lexsort((self.ids_rank[cands], -bm25)))] = np.arange(1, len(cands) + 1)
+            ranks_dense[np.argsort(np.lexsort((self.ids_rank[cands], -cos)))] = np.arange(1, len(cands) + 1)
+            return 1.0 / (RRF_K + ranks) + 1.0 / (RRF_K + ranks_dense)
+        raise ValueError(f"unknown scorer {spec.scorer!r}")
 
     def cosine(self, qi: int) -> np.ndarray:
         """Cosine of query qi against its pool (vectors are unit-normalised upstream)."""
@@ -164,23 +222,37 @@ class RouteRunner:
 
     def run(self, qi: int, spec: RouteSpec, k: int) -> RouteResult:
         pool = self.view.pools[self.view.queries[qi].query_id]
+        if spec.post_filter is not None:
+            # Post-filtering: the vector search returns its top D first, exclusion comes after.
+            cos_all = self.cosine(qi).astype(np.float64)
+            top_d = rank_by_score(self.ids_rank, pool, cos_all)[: spec.post_filter]
+            allowed = set(pool[self.support(qi, spec)].tolist())
+            kept = np.array([m for m in top_d if m in allowed], dtype=np.int64)
+            return RouteResult([str(x) for x in self.ids[kept[:k]]], len(pool), 0)
         positions = self.support(qi, spec)
         candidates = pool[positions]
-        cos = self.cosine(qi)[positions].astype(np.float64)
+        scores = self.base_scores(qi, spec, positions)
         n_cos = len(candidates)
         if not spec.gated:
-            ranked = rank_by_score(self.ids_rank, candidates, cos)[:k]
+            ranked = rank_by_score(self.ids_rank, candidates, scores)[:k]
             return RouteResult([str(x) for x in self.ids[ranked]], n_cos, 0)
-        by_cos = rank_by_score(self.ids_rank, candidates, cos)
+        by_cos = rank_by_score(self.ids_rank, candidates, scores)
         head, tail = by_cos[: self.rerank_depth], by_cos[self.rerank_depth :]
         gate_scores = self.gate_scorer.scores(qi, head)
+        n_gate = len(head)
         if spec.drop:
-            cos_head = self.M[head] @ self.Q[qi]
-            suppression = cos_head.astype(np.float64) - gate_scores
+            cos_head = (self.M[head] @ self.Q[qi]).astype(np.float64)
+            suppression = cos_head - gate_scores
             keep = suppression < self.drop_threshold
             head, gate_scores = head[keep], gate_scores[keep]
         ranked = np.concatenate([rank_by_score(self.ids_rank, head, gate_scores), tail])[:k]
-        return RouteResult([str(x) for x in self.ids[ranked]], n_cos, len(positions[: self.rerank_depth]))
+        return RouteResult([str(x) for x in self.ids[ranked]], n_cos, n_gate)
+
+    def with_namespaces(self, namespaces: np.ndarray) -> "RouteRunner":
+        """A copy whose route-visible namespace column is replaced (random_partition)."""
+        clone = copy.copy(self)
+        clone._ns = namespaces
+        return clone
 
 
 def make_route_fn(runner: RouteRunner, name: str) -> Callable[[int, int], RouteResult]:
