@@ -28,7 +28,7 @@ cumulative sum, no per-replicate sort.
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -40,7 +40,7 @@ _BLOCK_CELLS = 4_000_000  # replicate-block size x tie groups, bounds memory (~3
 # --------------------------------------------------------------------------- AUC
 
 
-def rank_auc(scores: np.ndarray, labels: np.ndarray, weights: Optional[np.ndarray] = None) -> float:
+def rank_auc(scores: np.ndarray, labels: np.ndarray, weights: np.ndarray | None = None) -> float:
     """P(score of a positive > score of a negative) + 1/2 P(tie), optionally row-weighted.
 
     ``labels`` are 1/True for positives, 0/False for negatives. NaN when a class is empty.
@@ -201,7 +201,7 @@ def transfer_analysis(
         "n_rows": int(n),
         "n_positive": int(y.sum()),
         "n_negative": int((~y).sum()),
-        "n_queries": int(len(q_uniq)),
+        "n_queries": len(q_uniq),
         "n_episodes": int(n_ep),
         "n_boot": n_boot,
         "seed": int(seed),

@@ -52,17 +52,17 @@ from __future__ import annotations
 import logging
 import re
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
 from memgate.admissibility import PolicyRules
-from memgate.records import MemoryRecord, PairLabel, QueryContext
 from memgate.real_data import raw
 from memgate.real_data.io_guard import check_part_access
 from memgate.real_data.paths import real_data_root, verify_checksums
+from memgate.records import MemoryRecord, PairLabel, QueryContext
 from memgate.sources import EvalSource
 
 log = logging.getLogger(__name__)
@@ -86,9 +86,9 @@ class GateMemEpisode:
         return f"{self.episode_id}:{self.turns[index]['turn_id']}"
 
 
-def read_gatemem(root: Optional[Path] = None, episodes: Optional[Sequence[str]] = None, *,
-                 part: str, purpose: Optional[str] = None,
-                 splits: Optional[Mapping] = None) -> list[GateMemEpisode]:
+def read_gatemem(root: Path | None = None, episodes: Sequence[str] | None = None, *,
+                 part: str, purpose: str | None = None,
+                 splits: Mapping | None = None) -> list[GateMemEpisode]:
     """Episodes (with their checkpoints) of ``part``, sorted by (domain, episode_id).
 
     Guarded: a report part needs ``purpose="evaluation"`` and is refused inside
@@ -190,7 +190,7 @@ def include_patterns(checkpoint: Mapping) -> list[str]:
 
 
 def checkpoint_labels(episode: GateMemEpisode, checkpoint: Mapping,
-                      matcher: Optional[_Matcher] = None) -> CheckpointLabels:
+                      matcher: _Matcher | None = None) -> CheckpointLabels:
     """Anchors per include pattern and protected turns of one checkpoint (turns up to as_of)."""
     matcher = matcher or _Matcher(episode)
     turn_ids = [t["turn_id"] for t in episode.turns]
@@ -305,9 +305,9 @@ def gatemem_stats(source: EvalSource) -> dict:
     return out
 
 
-def build_gatemem_source(root: Optional[Path] = None, episodes: Optional[Sequence[str]] = None,
-                         part: str = "select", *, purpose: Optional[str] = None,
-                         splits: Optional[Mapping] = None, prefix_role: bool = True,
+def build_gatemem_source(root: Path | None = None, episodes: Sequence[str] | None = None,
+                         part: str = "select", *, purpose: str | None = None,
+                         splits: Mapping | None = None, prefix_role: bool = True,
                          name: str = SOURCE) -> EvalSource:
     """The GateMem ``EvalSource`` of ``episodes`` (default: every episode of ``part`` in the
     split). See the module docstring for every rule."""
@@ -415,8 +415,8 @@ def build_gatemem_source(root: Optional[Path] = None, episodes: Optional[Sequenc
 # --------------------------------------------------------------------------- generator text
 
 
-def generator_turn_pairs(root: Optional[Path] = None, episodes: Optional[Sequence[str]] = None, *,
-                         splits: Optional[Mapping] = None, n_other_domain: int = 8,
+def generator_turn_pairs(root: Path | None = None, episodes: Sequence[str] | None = None, *,
+                         splits: Mapping | None = None, n_other_domain: int = 8,
                          seed: int = 0, prefix_role: bool = True) -> list[dict]:
     """Real phrasing for the synthetic generator, from ``generator`` episodes only.
 

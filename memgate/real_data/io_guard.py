@@ -17,8 +17,9 @@ from __future__ import annotations
 import functools
 import os
 import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator, Optional, TypeVar
+from typing import TypeVar
 
 ENV_FORBID = "MEMGATE_FORBID_REPORT"
 EVALUATION_PURPOSE = "evaluation"
@@ -65,7 +66,7 @@ def no_report_access(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def check_part_access(source: str, part: str, purpose: Optional[str] = None) -> None:
+def check_part_access(source: str, part: str, purpose: str | None = None) -> None:
     """Raise unless ``part`` of ``source`` may be read for ``purpose``.
 
     Unknown sources or parts raise ``ValueError``; a report part raises ``PermissionError``

@@ -30,17 +30,17 @@ import datetime as _dt
 import logging
 import re
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
 from memgate.admissibility import PolicyRule, PolicyRules
-from memgate.records import MemoryRecord, PairLabel, QueryContext
 from memgate.real_data import raw
 from memgate.real_data.io_guard import check_part_access
 from memgate.real_data.paths import real_data_root, verify_checksums
+from memgate.records import MemoryRecord, PairLabel, QueryContext
 from memgate.sources import EvalSource
 
 log = logging.getLogger(__name__)
@@ -59,10 +59,10 @@ class LocomoTurn:
     dia_id: str
     speaker: str
     text: str
-    blip_caption: Optional[str]
+    blip_caption: str | None
     session: int
     order: int
-    created_at: Optional[str]
+    created_at: str | None
 
     @property
     def memory_id(self) -> str:
@@ -97,14 +97,14 @@ class LocomoConversation:
     stats: dict = field(default_factory=dict)
 
 
-def locomo_memory_text(speaker: str, text: str, blip_caption: Optional[str] = None) -> str:
+def locomo_memory_text(speaker: str, text: str, blip_caption: str | None = None) -> str:
     out = f"{speaker}: {text}"
     if blip_caption:
         out += f" [image: {blip_caption}]"
     return out
 
 
-def parse_session_date(value: Optional[str]) -> Optional[str]:
+def parse_session_date(value: str | None) -> str | None:
     """``"1:56 pm on 8 May, 2023"`` -> ``"2023-05-08T13:56"``; None when absent or unparsable."""
     if not value:
         return None
@@ -200,9 +200,9 @@ def parse_conversation(raw_conv: Mapping) -> LocomoConversation:
     )
 
 
-def read_locomo(root: Optional[Path] = None, sample_ids: Optional[Sequence[str]] = None, *,
-                part: str, purpose: Optional[str] = None,
-                splits: Optional[Mapping] = None) -> list[LocomoConversation]:
+def read_locomo(root: Path | None = None, sample_ids: Sequence[str] | None = None, *,
+                part: str, purpose: str | None = None,
+                splits: Mapping | None = None) -> list[LocomoConversation]:
     """Parsed conversations of ``part`` (guarded: a report part needs ``purpose="evaluation"``
     and is refused inside ``forbid_report_parts()``).
 
@@ -267,9 +267,9 @@ def locomo_policy_rules() -> PolicyRules:
     return PolicyRules({POLICY_TAG: PolicyRule(reason="purpose")})
 
 
-def build_locomo_source(root: Optional[Path] = None, part: str = "select", *,
-                        purpose: Optional[str] = None, splits: Optional[Mapping] = None,
-                        sample_ids: Optional[Sequence[str]] = None,
+def build_locomo_source(root: Path | None = None, part: str = "select", *,
+                        purpose: str | None = None, splits: Mapping | None = None,
+                        sample_ids: Sequence[str] | None = None,
                         name: str = SOURCE) -> EvalSource:
     """The LoCoMo ``EvalSource`` of one part (see the module docstring for every rule).
 

@@ -21,7 +21,6 @@ import os
 import re
 import threading
 from pathlib import Path, PurePosixPath
-from typing import Optional, Union
 
 ENV_VAR = "MEMGATE_DATA"
 DEFAULT_REAL_DATA_ROOT = "../shared/data"
@@ -31,7 +30,7 @@ _SUM_LINE = re.compile(r"^([0-9a-fA-F]{64}) [ *](.+)$")
 _VERIFIED: dict[Path, dict[str, str]] = {}
 _LOCK = threading.Lock()
 
-PathLike = Union[str, os.PathLike]
+PathLike = str | os.PathLike
 
 
 class ChecksumError(RuntimeError):
@@ -47,7 +46,7 @@ def repo_root() -> Path:
     raise FileNotFoundError(f"no pyproject.toml above {here}; cannot locate the repository root")
 
 
-def real_data_root(config_value: Optional[PathLike] = None) -> Path:
+def real_data_root(config_value: PathLike | None = None) -> Path:
     """Resolve the real-data root (env ``MEMGATE_DATA`` > config ``real_data_root`` > default)."""
     env = os.environ.get(ENV_VAR, "").strip()
     if env:
@@ -58,7 +57,7 @@ def real_data_root(config_value: Optional[PathLike] = None) -> Path:
     return value.resolve()
 
 
-def real_data_available(root: Optional[PathLike] = None) -> bool:
+def real_data_available(root: PathLike | None = None) -> bool:
     """True when ``root`` (default: the resolved real-data root) holds a SHA256SUMS file."""
     root = real_data_root() if root is None else Path(root)
     return (root / CHECKSUM_FILE).is_file()
@@ -91,7 +90,7 @@ def sha256_file(path: PathLike, chunk: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
-def verify_checksums(root: Optional[PathLike] = None, *, force: bool = False) -> dict[str, str]:
+def verify_checksums(root: PathLike | None = None, *, force: bool = False) -> dict[str, str]:
     """Verify every file listed in ``<root>/SHA256SUMS``; return {relative path: sha256}.
 
     Raises ``ChecksumError`` naming the file when SHA256SUMS or a listed file is missing, when a

@@ -40,7 +40,7 @@ def locomo_conversations(root: Path) -> list[dict]:
     """The LoCoMo conversations (list of dicts with ``sample_id``, ``conversation``, ``qa``)."""
     data = _load_json(str((Path(root) / LOCOMO_FILE).resolve()))
     if not isinstance(data, list):
-        raise ValueError(f"{Path(root) / LOCOMO_FILE}: expected a JSON list of conversations")
+        raise TypeError(f"{Path(root) / LOCOMO_FILE}: expected a JSON list of conversations")
     return data
 
 

@@ -15,10 +15,8 @@ domain never reshuffles another one. Lists in the output are sorted.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Optional, Sequence
-
-import numpy as np
 
 from memgate.real_data import raw
 from memgate.real_data.paths import real_data_root, verify_checksums
@@ -39,7 +37,7 @@ RULE = (
 
 
 def _round_half_up(x: float) -> int:
-    return int(math.floor(x + 0.5))
+    return math.floor(x + 0.5)
 
 
 def split_locomo(sample_ids: Sequence[str], seed: int = DEFAULT_SPLIT_SEED,
@@ -98,7 +96,7 @@ def gatemem_episode_ids(root: Path) -> dict[str, list[str]]:
 _CACHE: dict[tuple, dict] = {}
 
 
-def make_real_splits(root: Optional[Path] = None, seed: int = DEFAULT_SPLIT_SEED) -> dict:
+def make_real_splits(root: Path | None = None, seed: int = DEFAULT_SPLIT_SEED) -> dict:
     """The ``real_splits`` record: ``{"locomo": {"select", "report"}, "gatemem": {"generator",
     "select", "report"}, "seed", "rule"}`` (JSON-able; verifies the data checksums first)."""
     root = (real_data_root() if root is None else Path(root)).resolve()
@@ -120,7 +118,7 @@ def make_real_splits(root: Optional[Path] = None, seed: int = DEFAULT_SPLIT_SEED
     }
 
 
-def part_of(splits: Mapping, source: str, item_id: str) -> Optional[str]:
+def part_of(splits: Mapping, source: str, item_id: str) -> str | None:
     """The part that holds ``item_id`` in ``splits[source]``, or None."""
     for part, ids in splits[source].items():
         if item_id in ids:
