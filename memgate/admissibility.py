@@ -81,8 +81,9 @@ class PolicyRule:
 
     def allows(self, purpose: Optional[str]) -> TriState:
         if purpose is None:
-            # An unknown purpose is only decidable when the rule denies or allows everything.
-            if "*" in self.deny:
+            # An unknown purpose is only decidable when the rule denies or allows everything
+            # (allow_only within deny, e.g. empty, denies every purpose).
+            if "*" in self.deny or (self.allow_only is not None and self.allow_only <= self.deny):
                 return False
             if self.allow_only is None and not self.deny:
                 return True
@@ -108,6 +109,9 @@ class PolicyRules:
             if unknown:
                 raise ValueError(f"policy rule {tag!r}: unknown keys {sorted(unknown)}")
             allow_only = spec.get("allow_only")
+            for key in ("allow_only", "deny"):
+                if isinstance(spec.get(key), str):
+                    raise ValueError(f"policy rule {tag!r}: {key} must be a list of purposes, got a string")
             rules[tag] = PolicyRule(
                 reason=spec.get("reason", "purpose"),
                 allow_only=None if allow_only is None else frozenset(allow_only),

@@ -32,9 +32,11 @@ from memgate.training import read_triples
 log = logging.getLogger(__name__)
 
 CORE_ROUTES = (
-    "global_dense", "namespace_dense", "current_only", "kleene_gate", "kleene_gate_fail_closed",
-    "learned_gate", "learned_gate_namespace", "learned_gate_drop", "learned_gate_namespace_drop",
-    "hybrid",
+    "global_dense", "namespace_dense", "global_bm25", "global_rrf", "global_recency",
+    "current_only", "post_filter_20", "post_filter_100", "post_filter_500", "random_partition",
+    "kleene_gate", "kleene_gate_fail_closed", "learned_gate", "learned_gate_namespace",
+    "learned_gate_drop", "learned_gate_namespace_drop", "embed_classifier",
+    "embed_classifier_drop", "hybrid", "oracle_required",
 )
 BREAKDOWN_KEYS = ("recall_required@20", "l_rc@20", "risk_upper@20", "violation_any@20",
                   "feasible_rate@20", "mrr_required")
@@ -79,6 +81,25 @@ def headline_for_export(export_dir: Path, data_dir: Path, encoder: Encoder) -> d
     settings = EvalSettings(routes=HEADLINE_ROUTES, budgets=(5, 20, 100))
     result = run_source(prepare(source, encoder), settings, gate)
     return build_headline(source, result, test_preferences(gate, data_dir, encoder))
+
+
+def fit_embed_classifier(data_dir: Path, encoder: Encoder, seed: int):
+    """Train the embedding classifier on the train split and calibrate its drop on dev."""
+    from memgate.drop_calibration import calibrate_scorer
+    from memgate.embed_classifier import train_embed_classifier
+    from memgate.seeding import component_rng
+
+    train = prepare(load_split(data_dir, "train", name="synthetic_train"), encoder)
+    classifier = train_embed_classifier(train.source, train.memory_vectors, train.query_vectors,
+                                        component_rng(seed, "embed_classifier"))
+    if classifier is None:
+        return None, None
+    dev = prepare(load_split(data_dir, "dev", name="synthetic_dev"), encoder)
+    calibration = calibrate_scorer(
+        lambda q, v: classifier.p_inadmissible(q, v), dev.source, dev.memory_vectors,
+        dev.query_vectors, read_meta(data_dir).get("data_hash"),
+    )
+    return classifier, calibration
 
 
 def source_metrics(source: EvalSource, result: SourceResult, settings: EvalSettings) -> dict:
@@ -185,8 +206,11 @@ def evaluate(
     if checkpoint is not None:
         gate = MemGate.from_pretrained(checkpoint)
         gate.eval()
-        calibration = gate.export_info.get("calibration") or {}
-        drop_threshold = calibration.get("threshold")
+        calibration = gate.export_info.get("calibration")
+        if calibration is not None:
+            # null = the calibration found no feasible threshold: the drop route keeps everything.
+            threshold = calibration.get("threshold")
+            drop_threshold = float("inf") if threshold is None else float(threshold)
         encoder = encoder_for_gate(gate)
     settings = EvalSettings(routes=list(routes), n_boot=n_boot, seed=seed,
                             drop_threshold=drop_threshold)
@@ -198,6 +222,11 @@ def evaluate(
         t0 = time.perf_counter()
         prepared.append(prepare(load_split(data_dir, "test"), encoder))
         timings["embed"]["synthetic_test"] = time.perf_counter() - t0
+        if any(r.startswith("embed_classifier") for r in routes):
+            t0 = time.perf_counter()
+            settings.classifier, calibration = fit_embed_classifier(data_dir, encoder, seed)
+            settings.classifier_threshold = calibration.threshold if calibration else None
+            timings["embed_classifier_fit"] = time.perf_counter() - t0
         for name in real_sources:
             t0 = time.perf_counter()
             source = build_real_source(name, real_data_root)

@@ -41,6 +41,8 @@ class EvalSettings:
     drop_threshold: Optional[float] = None
     n_boot: int = 10_000
     seed: int = 0
+    classifier: Optional[object] = None  # EmbedClassifier for the embed_classifier routes
+    classifier_threshold: Optional[float] = None
 
 
 @dataclass
@@ -72,9 +74,16 @@ def run_source(prepared: PreparedSource, settings: EvalSettings, gate=None) -> S
     scorer = None
     if gate is not None and gate.config.dim == prepared.memory_vectors.shape[1]:
         scorer = GateScorer(gate, prepared.memory_vectors, prepared.query_vectors)
+    classifier_scorer = None
+    if settings.classifier is not None and settings.classifier.model.n_features_in_ == 3 * prepared.memory_vectors.shape[1]:
+        from memgate.embed_classifier import ClassifierScorer
+
+        classifier_scorer = ClassifierScorer(settings.classifier, prepared.memory_vectors,
+                                             prepared.query_vectors)
     runner = RouteRunner(
         view, prepared.memory_vectors, prepared.query_vectors, scorer,
         rerank_depth=settings.rerank_depth, drop_threshold=settings.drop_threshold,
+        classifier_scorer=classifier_scorer, classifier_threshold=settings.classifier_threshold,
     )
     result = SourceResult(name=source.name)
     result.query_ids = [q.query_id for q in source.queries]

@@ -58,6 +58,16 @@ def _reject_unknown(raw: dict, allowed: Iterable[str], where: str) -> None:
         raise RecordError(f"{where}: unknown field(s) {unknown}")
 
 
+def _build(cls, where: str, **kwargs: Any):
+    """Construct a record; errors from its own validation are prefixed with ``where`` (file:line)."""
+    try:
+        return cls(**kwargs)
+    except RecordError as exc:
+        raise RecordError(f"{where}: {exc}") from None
+    except TypeError as exc:
+        raise TypeError(f"{where}: {exc}") from None
+
+
 def _scope_from(raw: Optional[dict], where: str) -> Optional[SupersessionScope]:
     if raw is None:
         return None
@@ -111,7 +121,9 @@ class MemoryRecord:
         tags = _require(raw, "policy_tags", (list,), where, optional=True)
         if tags is not None and not all(isinstance(t, str) for t in tags):
             raise RecordError(f"{where}: field 'policy_tags' must be a list of strings or null")
-        return cls(
+        return _build(
+            cls,
+            where,
             memory_id=_require(raw, "memory_id", (str,), where),
             text=_require(raw, "text", (str,), where),
             namespace=_require(raw, "namespace", (str,), where, optional=True),
@@ -164,7 +176,9 @@ class QueryContext:
         namespaces = _require(raw, "namespaces", (list,), where, optional=True)
         if namespaces is not None and not all(isinstance(n, str) for n in namespaces):
             raise RecordError(f"{where}: field 'namespaces' must be a list of strings or null")
-        return cls(
+        return _build(
+            cls,
+            where,
             query_id=_require(raw, "query_id", (str,), where),
             text=_require(raw, "text", (str,), where),
             principal=_require(raw, "principal", (str,), where, optional=True),
@@ -239,7 +253,9 @@ class PairLabel:
                 check_tristate(raw[name], name)
             except TypeError as exc:
                 raise TypeError(f"{where}: {exc}") from None
-        return cls(
+        return _build(
+            cls,
+            where,
             query_id=_require(raw, "query_id", (str,), where),
             memory_id=_require(raw, "memory_id", (str,), where),
             relevance=_require(raw, "relevance", (str,), where),

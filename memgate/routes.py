@@ -39,6 +39,7 @@ class RouteSpec:
     drop: bool = False  # drop candidates whose suppression >= the calibrated threshold
     scorer: str = "dense"  # dense | bm25 | rrf (BM25 + dense, k = 60) | recency (dense + gamma*order)
     post_filter: Optional[int] = None  # dense top-D over the pool first, then exclusion (post-filter)
+    classifier: bool = False  # cos - P(inadmissible) of the embedding classifier on the top depth
 
 
 ROUTE_SPECS = {
@@ -60,6 +61,8 @@ ROUTE_SPECS = {
         *(RouteSpec(f"post_filter_{d}", namespace=True, kleene="open", post_filter=d)
           for d in (20, 100, 500)),
         RouteSpec("random_partition", namespace=True),
+        RouteSpec("embed_classifier", classifier=True),
+        RouteSpec("embed_classifier_drop", classifier=True, drop=True),
     )
 }
 RRF_K = 60
@@ -106,6 +109,8 @@ class RouteRunner:
         gate_scorer: Optional[GateScorer] = None,
         rerank_depth: int = 200,
         drop_threshold: Optional[float] = None,
+        classifier_scorer=None,
+        classifier_threshold: Optional[float] = None,
     ):
         if memory_vectors.shape[0] != len(view.memories):
             raise ValueError("memory_vectors rows must match the source's memories")
@@ -119,6 +124,8 @@ class RouteRunner:
         self.gate_scorer = gate_scorer
         self.rerank_depth = rerank_depth
         self.drop_threshold = drop_threshold
+        self.classifier_scorer = classifier_scorer
+        self.classifier_threshold = classifier_threshold
         ids = np.array([m.memory_id for m in view.memories])
         self.ids = ids
         self.ids_rank = np.empty(len(ids), dtype=np.int64)
@@ -138,7 +145,11 @@ class RouteRunner:
         """None if the route can run; otherwise a one-line reason to skip it."""
         if spec.gated and self.gate_scorer is None:
             return "no gate loaded (or its dimension does not match this source's embeddings)"
-        if spec.drop and self.drop_threshold is None:
+        if spec.classifier and self.classifier_scorer is None:
+            return "no embedding classifier (needs the generated train split with both labels)"
+        if spec.classifier and spec.drop and self.classifier_threshold is None:
+            return "the embedding classifier has no calibrated drop threshold"
+        if spec.gated and spec.drop and self.drop_threshold is None:
             return "the checkpoint has no calibrated drop threshold"
         return None
 
@@ -233,6 +244,16 @@ class RouteRunner:
         candidates = pool[positions]
         scores = self.base_scores(qi, spec, positions)
         n_cos = len(candidates)
+        if spec.classifier:
+            by_cos = rank_by_score(self.ids_rank, candidates, scores)
+            head, tail = by_cos[: self.rerank_depth], by_cos[self.rerank_depth :]
+            p_bad = self.classifier_scorer.scores(qi, head)
+            cos_head = (self.M[head] @ self.Q[qi]).astype(np.float64)
+            if spec.drop:
+                keep = p_bad < self.classifier_threshold
+                head, p_bad, cos_head = head[keep], p_bad[keep], cos_head[keep]
+            ranked = np.concatenate([rank_by_score(self.ids_rank, head, cos_head - p_bad), tail])[:k]
+            return RouteResult([str(x) for x in self.ids[ranked]], n_cos, 0)
         if not spec.gated:
             ranked = rank_by_score(self.ids_rank, candidates, scores)[:k]
             return RouteResult([str(x) for x in self.ids[ranked]], n_cos, 0)

@@ -43,10 +43,10 @@ def ensure_data(config: TrainConfig) -> Path:
         return data_dir
     if not config.data.regenerate_if_missing:
         raise FileNotFoundError(f"{data_dir} has no meta.json and data.regenerate_if_missing=false")
-    from data_gen.generate import generate_from_config  # text-only, deterministic
+    from memgate.datagen_cli import generate
 
     log.info("generating %s from %s", data_dir, config.data.data_config)
-    generate_from_config(resolve_path(config.data.data_config), data_dir)
+    generate(resolve_path(config.data.data_config), data_dir)
     return data_dir
 
 
@@ -54,6 +54,17 @@ def training_triples(config: TrainConfig, data_dir: Path, encoder: Encoder) -> t
     mined = data_dir / "mined" / encoder.key / "triples.jsonl"
     path = mined if (config.data.use_mined and mined.exists()) else data_dir / "train" / "triples.jsonl"
     return path, read_triples(path, config.data.text_visible_only)
+
+
+def calibrate_gate(gate: MemGate, data_dir: Path, encoder: Encoder, data_hash: str):
+    """The learned_gate_drop threshold on suppression S_ref - S, calibrated on synthetic dev."""
+    from memgate.drop_calibration import calibrate_scorer, gate_suppression
+    from memgate.evaluate_run import prepare
+    from memgate.synthetic import load_split
+
+    dev = prepare(load_split(data_dir, "dev", name="synthetic_dev"), encoder)
+    return calibrate_scorer(gate_suppression(gate), dev.source, dev.memory_vectors,
+                            dev.query_vectors, data_hash)
 
 
 def make_logger(config: TrainConfig, run_dir: Path):
@@ -143,7 +154,9 @@ def train(
     gate.load_state_dict(selection.best_state)
     gate.eval()
 
+    calibration = calibrate_gate(gate, data_dir, encoder, meta["data_hash"])
     export_info = {
+        "calibration": calibration.to_dict(),
         "encoder": identity,
         "data_hash": meta["data_hash"],
         "data_dir": os.path.relpath(data_dir, REPO_ROOT),
