@@ -27,7 +27,7 @@ from memgate.real_data.testing import require_real_data
 
 
 @pytest.fixture
-def data_root(monkeypatch) -> Path:
+def data_root() -> Path:
     return require_real_data()
 
 
