@@ -166,7 +166,7 @@ def load_cases(path: Path) -> list[CaseSource]:
             raise RecordError(f"{where}.memories: an empty candidate set cannot be evaluated")
         bucket = grouped.setdefault(
             name, {"memories": [], "vectors": [], "queries": [], "qvecs": [], "labels": {},
-                   "anchors": {}, "pools": {}}
+                   "anchors": {}, "pools": {}, "ids": set()}
         )
         local_ids: set = set()
         labels: dict = {}
@@ -204,6 +204,12 @@ def load_cases(path: Path) -> list[CaseSource]:
                 assessment["policy_allowed"], f"{mwhere}.assessment.policy_allowed"
             )
             internal_id = f"{query_id}/{memory_id}"
+            if internal_id in bucket["ids"]:  # e.g. query "a/b" + memory "c" vs query "a" + "b/c"
+                raise RecordError(
+                    f"{mwhere}.memory_id: internal id {internal_id!r} (<query_id>/<memory_id>) "
+                    "collides with an earlier record's; avoid '/' in ids"
+                )
+            bucket["ids"].add(internal_id)
             memory_ns = m["namespace"]
             if memory_ns is not None and not isinstance(memory_ns, str):
                 raise RecordError(f"{mwhere}.namespace: must be a string or null")
