@@ -11,6 +11,7 @@ from typing import Optional
 import numpy as np
 
 from memgate.evaluation import EvalSettings, run_source
+from memgate.real_data.io_guard import no_report_access
 from memgate.training import Guard
 
 log = logging.getLogger(__name__)
@@ -37,6 +38,7 @@ def recall_guard(prepared, k: int, max_drop: float, rerank_depth: int) -> Guard:
     return guard
 
 
+@no_report_access
 def locomo_guard_for(config) -> Optional[Guard]:
     """The LoCoMo-select guard for a training config, or None (disabled or data absent)."""
     if not config.selection.locomo_guard:

@@ -19,6 +19,7 @@ from memgate.encoder import Encoder, EncoderConfig, set_offline_defaults
 from memgate.export import export_gate, git_state, versions, write_json, write_model_card
 from memgate.gate import MemGate, MemGateConfig
 from memgate.objective import LossConfig
+from memgate.real_data.io_guard import no_report_access
 from memgate.seeding import seed_everything
 from memgate.train_config import TrainConfig
 from memgate.training import (
@@ -82,6 +83,7 @@ def make_logger(config: TrainConfig, run_dir: Path):
     return CSVLogger(save_dir=str(run_dir), name="csv")
 
 
+@no_report_access
 def train(
     config: TrainConfig,
     argv: Optional[list] = None,
