@@ -83,6 +83,23 @@ def headline_for_export(export_dir: Path, data_dir: Path, encoder: Encoder) -> d
     return build_headline(source, result, test_preferences(gate, data_dir, encoder))
 
 
+@torch.no_grad()
+def gatemem_transfer(prepared: PreparedSource, gate: MemGate, n_boot: int, seed: int) -> dict:
+    """Does the gate suppress protected turns more than anchors (DESIGN section 6)?"""
+    from memgate.transfer import transfer_analysis, transfer_pairs
+
+    rows = transfer_pairs(prepared.source)
+    q_index = {q.query_id: i for i, q in enumerate(prepared.source.queries)}
+    qi = np.array([q_index[q] for q in rows["query_ids"]], dtype=np.int64)
+    mi = np.asarray(rows["memory_index"], dtype=np.int64)
+    q = torch.from_numpy(prepared.query_vectors[qi])
+    v = torch.from_numpy(prepared.memory_vectors[mi]).unsqueeze(1)
+    out = gate(q, v)
+    return transfer_analysis(out.reference[:, 0].double().numpy(), out.score[:, 0].double().numpy(),
+                             np.asarray(rows["labels"]), rows["query_ids"], rows["episode_ids"],
+                             n_boot=n_boot, seed=seed)
+
+
 def fit_embed_classifier(data_dir: Path, encoder: Encoder, seed: int):
     """Train the embedding classifier on the train split and calibrate its drop on dev."""
     from memgate.drop_calibration import calibrate_scorer
@@ -251,6 +268,12 @@ def evaluate(
         breakdown[item.source.name] = breakdowns(item.source, result, settings)
         skipped[item.source.name] = result.skipped
         timings["routes"][item.source.name] = result.seconds
+
+    for item in prepared:
+        if item.source.name == "gatemem" and gate is not None:
+            t0 = time.perf_counter()
+            metrics.setdefault("transfer", {})["gatemem"] = gatemem_transfer(item, gate, n_boot, seed)
+            timings["transfer_gatemem"] = time.perf_counter() - t0
 
     source_names = [p.source.name for p in prepared]
     metrics["macro"] = macro(metrics, source_names, routes)
