@@ -1,0 +1,41 @@
+"""Every shipped config composes, and bad configs fail loudly naming the key."""
+
+from pathlib import Path
+
+import pytest
+
+from memgate.config import REPO_ROOT, ConfigError, load_config, parse_overrides
+from memgate.train_config import TrainConfig
+
+TRAIN_CONFIGS = sorted((REPO_ROOT / "configs" / "train").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", TRAIN_CONFIGS, ids=lambda p: p.name)
+def test_every_train_config_composes(path: Path):
+    config = load_config(TrainConfig, path)
+    assert config.gate.hidden > 0 and config.optim.lr > 0
+
+
+def test_overrides_are_typed_and_nested():
+    config = load_config(TrainConfig, REPO_ROOT / "configs/train/default.yaml",
+                         ["optim.lr=3e-4", "gate.hidden=256", "trainer.logger=none"])
+    assert config.optim.lr == pytest.approx(3e-4)
+    assert config.gate.hidden == 256 and config.trainer.logger == "none"
+    assert parse_overrides(["a.b=1", "c=x"]) == {"a": {"b": 1}, "c": "x"}
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("optim.lrr=1", "optim.lrr"),
+        ("gate.hidden=1.5", "gate.hidden"),
+        ("optim.lr=fast", "optim.lr"),
+        ("loss.kind=listwise", "group_negatives"),
+        ("trainer.logger=tensorboard", "trainer.logger"),
+        ("seed=abc", "seed"),
+        ("nonsense", "key=value"),
+    ],
+)
+def test_bad_values_name_the_key(override, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(TrainConfig, REPO_ROOT / "configs/train/default.yaml", [override])
