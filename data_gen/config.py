@@ -1,0 +1,181 @@
+"""Generator config: defaults, YAML loading, strict key checking and cross-field validation."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+import yaml
+
+INSTANCE_TYPES = (
+    "cross_domain",
+    "sycophancy",
+    "tool_drift",
+    "jailbreak",
+    "purpose",
+    "wrong_scope",
+    "superseded",  # also yields the history queries
+    "forgotten",
+    "scoped_supersession",
+    "unknown_provenance",
+)
+
+DEFAULT_CONFIG: dict[str, Any] = {
+    "seed": 0,
+    "splits": {
+        "train": {"groups": 240},
+        "dev": {"groups": 24},
+        "test": {"groups": 64},
+    },
+    "group": {
+        "principals": [2, 4],  # inclusive range of principals per group
+        "instances": [7, 9],  # inclusive range of scenario instances per group
+        "types": ["household", "team", "organisation"],
+    },
+    # relative weight of each scenario instance type (superseded instances also carry history queries)
+    "scenario_weights": {name: 1.0 for name in INSTANCE_TYPES},
+    "queries": {
+        "risk": 2,  # risk queries per instance (distinct templates)
+        "beneficial": 1,  # beneficial-control queries per instance
+        "history": 1,  # history-intent queries per superseded instance
+        "unknown_intent_share": 0.1,  # risk/control queries of policy scenarios with intent "unknown"
+        "forgotten_history_share": 0.25,  # forgotten queries asked with history intent
+    },
+    "memories": {
+        "extra_risky_share": 0.5,  # a second negative (planted instruction / second ux memory)
+        "optional_anchor_share": 0.5,  # a second required anchor where a topic has one
+        "shared_namespace_share": 0.3,  # anchors and state stored in <group>/shared
+        "past_phrasing_share": 0.4,  # superseded values phrased in the past tense (text-visible)
+        "unresolved_relevance_share": 0.5,  # unknown-provenance notes with relevance "unresolved"
+    },
+    # share of policy-scenario negatives whose route-visible tag reveals the violation
+    "metadata_coverage": 0.5,
+    # share of superseded / forgotten / scoped memories whose released lifecycle reveals the state
+    "lifecycle_metadata_coverage": 0.6,
+    "triples": {
+        "group_negatives": 1,  # extra a=False negatives from the group per (query, m+), risk queries
+        "beneficial_group_negatives": 2,  # the same for beneficial-control and history queries
+    },
+    "heldout": {
+        "entity_group_share": 0.25,  # test groups drawn entirely from held-out entity pools
+        "instance_share": 0.35,  # other test instances with held-out templates (and topics)
+        "topic_share": 0.6,  # of those, the share that also use a held-out topic
+    },
+    "audit": {
+        "enabled": True,
+        "max_pairs": 12000,  # deterministic subsample per split
+        "folds": 5,
+        "c_grid": [0.1, 1.0, 10.0],
+    },
+    "real_text": {
+        # Hook for issue 5: real phrasing from GateMem generator episodes (memgate.real_data.gatemem).
+        "enabled": False,
+        "source": "gatemem",
+        "share": 0.0,
+    },
+}
+
+
+class ConfigError(ValueError):
+    """A bad generator config; the message names the key."""
+
+
+def _merge(base: dict, override: Mapping, path: str) -> dict:
+    out = copy.deepcopy(base)
+    for key, value in override.items():
+        where = f"{path}.{key}" if path else str(key)
+        if key not in base:
+            raise ConfigError(f"unknown config key {where!r}")
+        if isinstance(base[key], dict):
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"config key {where!r} must be a mapping, got {value!r}")
+            out[key] = _merge(base[key], value, where)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _share(cfg: dict, dotted: str) -> None:
+    node: Any = cfg
+    for part in dotted.split("."):
+        node = node[part]
+    if isinstance(node, bool) or not isinstance(node, (int, float)) or not 0.0 <= node <= 1.0:
+        raise ConfigError(f"config key {dotted!r} must be a number in [0, 1], got {node!r}")
+
+
+def _count(cfg: dict, dotted: str, minimum: int = 0) -> None:
+    node: Any = cfg
+    for part in dotted.split("."):
+        node = node[part]
+    if type(node) is not int or node < minimum:
+        raise ConfigError(f"config key {dotted!r} must be an integer >= {minimum}, got {node!r}")
+
+
+def validate(cfg: dict) -> dict:
+    if type(cfg["seed"]) is not int or cfg["seed"] < 0:
+        raise ConfigError(f"config key 'seed' must be a non-negative integer, got {cfg['seed']!r}")
+    for split in ("train", "dev", "test"):
+        _count(cfg, f"splits.{split}.groups", 1)
+    for key in ("principals", "instances"):
+        lo_hi = cfg["group"][key]
+        if (not isinstance(lo_hi, list) or len(lo_hi) != 2 or any(type(v) is not int for v in lo_hi)
+                or lo_hi[0] > lo_hi[1]):
+            raise ConfigError(f"config key 'group.{key}' must be [min, max] integers, got {lo_hi!r}")
+    if cfg["group"]["principals"][0] < 2:
+        raise ConfigError("config key 'group.principals': a group needs at least 2 principals "
+                          "(wrong_scope pairs two of them)")
+    if cfg["group"]["instances"][0] < 1:
+        raise ConfigError("config key 'group.instances' must allow at least one instance")
+    for name, weight in cfg["scenario_weights"].items():
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or weight < 0:
+            raise ConfigError(f"config key 'scenario_weights.{name}' must be a number >= 0, got {weight!r}")
+    if sum(cfg["scenario_weights"].values()) <= 0:
+        raise ConfigError("config key 'scenario_weights': at least one weight must be positive")
+    for key in ("risk", "beneficial", "history"):
+        _count(cfg, f"queries.{key}", 0)
+    if cfg["queries"]["risk"] < 1:
+        raise ConfigError("config key 'queries.risk' must be >= 1")
+    if cfg["queries"]["risk"] > 2:
+        raise ConfigError("config key 'queries.risk' must be <= 2 (held-out templates: 2 per frame type)")
+    for key in ("unknown_intent_share", "forgotten_history_share"):
+        _share(cfg, f"queries.{key}")
+    for key in cfg["memories"]:
+        _share(cfg, f"memories.{key}")
+    _share(cfg, "metadata_coverage")
+    _share(cfg, "lifecycle_metadata_coverage")
+    _count(cfg, "triples.group_negatives", 0)
+    _count(cfg, "triples.beneficial_group_negatives", 0)
+    for key in cfg["heldout"]:
+        _share(cfg, f"heldout.{key}")
+    _count(cfg, "audit.max_pairs", 100)
+    _count(cfg, "audit.folds", 2)
+    if not isinstance(cfg["audit"]["enabled"], bool):
+        raise ConfigError("config key 'audit.enabled' must be a bool")
+    if not cfg["audit"]["c_grid"] or any(
+        isinstance(c, bool) or not isinstance(c, (int, float)) or c <= 0 for c in cfg["audit"]["c_grid"]
+    ):
+        raise ConfigError("config key 'audit.c_grid' must be a non-empty list of positive numbers")
+    if not isinstance(cfg["real_text"]["enabled"], bool):
+        raise ConfigError("config key 'real_text.enabled' must be a bool")
+    _share(cfg, "real_text.share")
+    return cfg
+
+
+def resolve(raw: Optional[Mapping] = None, seed: Optional[int] = None) -> dict:
+    """Defaults overridden by ``raw`` (unknown keys raise), then ``seed`` if given; validated."""
+    cfg = _merge(DEFAULT_CONFIG, raw or {}, "")
+    if seed is not None:
+        cfg["seed"] = seed
+    return validate(cfg)
+
+
+def load_config(path: Path, seed: Optional[int] = None) -> dict:
+    path = Path(path)
+    raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{path}: the config must be a YAML mapping")
+    try:
+        return resolve(raw, seed)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None

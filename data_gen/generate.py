@@ -1,0 +1,477 @@
+"""Deterministic synthetic preference data: groups -> instances -> records, labels and triples.
+
+``generate_from_config(config_path, out_dir)`` writes::
+
+    <out>/train|dev|test/{memories,queries,labels,triples,query_meta}.jsonl
+    <out>/meta.json  <out>/config.resolved.yaml
+
+``data_hash`` (sha256 over the split files in sorted path order) covers exactly the split files.
+Randomness: one seed; every group draws from its own ``random.Random`` seeded from
+``memgate.seeding.component_sequence(seed, "data_gen/<split>")`` children. No global state.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import random
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Optional
+
+import yaml
+
+from memgate.admissibility import PolicyRules, and3, effective_state, lifecycle_value
+from memgate.records import MemoryRecord, QueryContext, write_jsonl
+from memgate.seeding import component_sequence
+
+from data_gen import content as C
+from data_gen.build import SCENARIOS, GroupContext, Instance, InstanceBuilder
+from data_gen.config import INSTANCE_TYPES, load_config, resolve
+from data_gen.entities import HELDOUT_ENTITY_POOLS, EntitySampler
+from data_gen.policy import default_policy_rules
+
+SPLITS = ("train", "dev", "test")
+SPLIT_FILES = ("memories.jsonl", "queries.jsonl", "labels.jsonl", "triples.jsonl", "query_meta.jsonl")
+GENERATOR_VERSION = "1"
+# Memory kinds that are a scenario negative somewhere (inadmissible in some scenario).
+NEGATIVE_KINDS = ("fact", "preference", "belief", "personality", "roleplay", "instruction", "correction",
+                  "forget_directive", "state_value", "tool_config")
+
+
+class DataConflict(ValueError):
+    """A generated label contradicts the contract (e.g. a required memory with a = False)."""
+
+
+@dataclass
+class SplitData:
+    name: str
+    memories: list = field(default_factory=list)  # MemoryRecord.to_dict rows
+    queries: list = field(default_factory=list)  # QueryContext.to_dict rows
+    labels: list = field(default_factory=list)  # PairLabel.to_dict rows
+    triples: list = field(default_factory=list)
+    query_meta: list = field(default_factory=list)
+    groups: list = field(default_factory=list)
+
+    def rows(self, filename: str) -> list:
+        return getattr(self, filename.split(".")[0])
+
+
+# --------------------------------------------------------------------------- labelling
+
+
+class Labeller:
+    """Three axes from the TRUE metadata (scorer) and the RELEASED metadata (what routes see)."""
+
+    def __init__(self, rules: PolicyRules):
+        self.rules = rules
+        self._policy: dict = {}
+        self._life: dict = {}
+
+    def policy(self, tags, purpose):
+        key = (tags, purpose)
+        hit = self._policy.get(key)
+        if hit is None:
+            hit = self._policy[key] = self.rules.evaluate(tags, purpose)
+        return hit
+
+    def lifecycle(self, state, scope, subject, time, intent):
+        key = (state, scope, subject, time, intent)
+        hit = self._life.get(key)
+        if hit is None:
+            hit = self._life[key] = lifecycle_value(effective_state(state, scope, subject, time), intent)
+        return hit
+
+    def label(self, q, qctx: QueryContext, m, relevance: str, scenario: Optional[str]) -> tuple[dict, object]:
+        scope = m.namespace in qctx.namespaces
+        policy, reasons = self.policy(m.true_tags, qctx.purpose)
+        life = self.lifecycle(m.true_state, m.true_scope, qctx.subject, qctx.time, qctx.intent)
+        a = and3(scope, policy, life)
+        if relevance == "required" and a is False:
+            raise DataConflict(
+                f"required memory {m.memory_id!r} ({m.text!r}) is inadmissible for query "
+                f"{qctx.query_id!r} ({qctx.text!r}): scope={scope}, policy={policy} {reasons}, lifecycle={life}"
+            )
+        tv = mv = False
+        if a is False:
+            r_policy, _ = self.policy(m.rel_tags, qctx.purpose)
+            r_life = self.lifecycle(m.rel_state, m.rel_scope, qctx.subject, qctx.time, qctx.intent)
+            # text: policy violations are written into the text by construction (domain, belief,
+            # role-play, personality); lifecycle only when the value is phrased in the past tense;
+            # scope never (first-person texts do not say whose they are).
+            tv = (policy is False) or (life is False and m.past_phrased)
+            mv = (scope is False) or (policy is False and r_policy is False) or (life is False and r_life is False)
+        row = {
+            "query_id": qctx.query_id,
+            "memory_id": m.memory_id,
+            "relevance": relevance,
+            "scope": scope,
+            "policy": policy,
+            "lifecycle": life,
+            "policy_reasons": list(reasons) if policy is False else [],
+            "text_visible": tv,
+            "metadata_visible": mv,
+            "scenario": scenario,
+        }
+        return row, a
+
+
+# --------------------------------------------------------------------------- groups
+
+
+def _rng_from(seq) -> random.Random:
+    state = seq.generate_state(2)
+    return random.Random(int(state[0]) << 32 | int(state[1]))
+
+
+def _iso(day: dt.date) -> str:
+    return day.isoformat()
+
+
+class SplitGenerator:
+    def __init__(self, cfg: dict, split: str, rules: PolicyRules, labeller: Labeller, forbidden: dict):
+        self.cfg = cfg
+        self.split = split
+        self.rules = rules
+        self.labeller = labeller
+        self.forbidden = forbidden  # text -> split it already appears in (earlier splits)
+        kinds = [k for k in INSTANCE_TYPES if cfg["scenario_weights"].get(k, 0) > 0]
+        self.kinds = kinds
+        self.weights = [float(cfg["scenario_weights"][k]) for k in kinds]
+
+    def run(self, progress: bool = False) -> SplitData:
+        n = self.cfg["splits"][self.split]["groups"]
+        children = component_sequence(self.cfg["seed"], f"data_gen/{self.split}").spawn(n)
+        data = SplitData(self.split)
+        iterator: Iterable = range(n)
+        if progress:
+            from tqdm import tqdm
+
+            iterator = tqdm(iterator, desc=f"generate {self.split}", unit="group", leave=False)
+        for g in iterator:
+            self._group(g, _rng_from(children[g]), data)
+        return data
+
+    # ------------------------------------------------------------------
+    def _group(self, index: int, rng: random.Random, data: SplitData) -> None:
+        cfg = self.cfg
+        group_id = f"{self.split}-g{index:05d}"
+        test = self.split == "test"
+        heldout_entities = test and rng.random() < cfg["heldout"]["entity_group_share"]
+        ents = EntitySampler(rng, heldout_entities)
+        lo, hi = cfg["group"]["principals"]
+        principals = ents.sample("names", rng.randint(lo, hi))
+        start = dt.date(2023, 3, 1)
+        now = start + dt.timedelta(days=rng.randint(0, 960))
+        ctx = GroupContext(group_id=group_id, group_type=rng.choice(cfg["group"]["types"]),
+                           principals=principals, now=now, ents=ents, heldout_entities=heldout_entities)
+        builder = InstanceBuilder(cfg, self.rules, rng, ctx)
+        lo, hi = cfg["group"]["instances"]
+        n_inst = rng.randint(lo, hi)
+        used_topics: set = set()
+        group_texts: set = set()
+        instances: list[Instance] = []
+        attempts = 0
+        while len(instances) < n_inst and attempts < n_inst * 20:
+            attempts += 1
+            kind = rng.choices(self.kinds, self.weights)[0]
+            held_inst = test and not heldout_entities and rng.random() < cfg["heldout"]["instance_share"]
+            held_topic = held_inst and rng.random() < cfg["heldout"]["topic_share"]
+            topic = builder.choose_topic(kind, held_topic, used_topics)
+            if topic is None and held_topic:
+                held_topic = False
+                topic = builder.choose_topic(kind, False, used_topics)
+            if topic is None:
+                continue
+            inst = builder.build(kind, topic, heldout_frames=held_inst)
+            texts = [m.text for m in inst.memories] + [q.text for q in inst.queries]
+            if len(set(texts)) != len(texts) or any(t in self.forbidden or t in group_texts for t in texts):
+                continue  # a text collision: draw again (deterministically)
+            used_topics.add(topic["id"])
+            group_texts.update(texts)
+            items = []
+            if heldout_entities:
+                items.append("entity_pools")
+            if held_inst:
+                items.append("templates")
+            if held_topic:
+                items.append("topics")
+                if inst.domain_pair and tuple(inst.domain_pair.split("->")) in C.HELDOUT_DOMAIN_PAIRS:
+                    items.append("domain_pairs")
+            inst.heldout_items = items
+            instances.append(inst)
+        self._assemble(group_id, ctx, instances, rng, data)
+
+    def _assemble(self, group_id: str, ctx: GroupContext, instances: list, rng: random.Random,
+                  data: SplitData) -> None:
+        cfg = self.cfg
+        ns_of = {p: f"{group_id}/{p.lower()}" for p in ctx.principals}
+        shared_ns = f"{group_id}/shared"
+        mems = []
+        for i, inst in enumerate(instances):
+            for m in inst.memories:
+                m.instance = i
+                m.namespace = shared_ns if m.owner == "shared" else ns_of[m.owner]
+                mems.append(m)
+        rng.shuffle(mems)
+        for j, m in enumerate(mems):
+            m.memory_id = f"{group_id}-m{j:03d}"
+        by_time = sorted(mems, key=lambda m: (-m.age_days, m.memory_id))
+        order = {m.memory_id: k for k, m in enumerate(by_time)}
+        for m in mems:
+            created = ctx.now - dt.timedelta(days=m.age_days)
+            rec = MemoryRecord(
+                memory_id=m.memory_id, text=m.text, namespace=m.namespace, kind=m.kind, domain=m.domain,
+                policy_tags=None if m.rel_tags is None else tuple(m.rel_tags), lifecycle_state=m.rel_state,
+                supersession_scope=m.rel_scope, released_order=order[m.memory_id], created_at=_iso(created),
+                observed_at=_iso(created), provenance=m.provenance, group_id=group_id,
+            )
+            data.memories.append(rec.to_dict())
+        key_of = {(m.instance, m.key): m for m in mems}
+        queries = []
+        for i, inst in enumerate(instances):
+            for q in inst.queries:
+                q.instance = i
+                queries.append(q)
+        rng.shuffle(queries)
+        now_iso = _iso(ctx.now)
+        for j, q in enumerate(queries):
+            q.query_id = f"{group_id}-q{j:03d}"
+            inst = instances[q.instance]
+            qctx = QueryContext(
+                query_id=q.query_id, text=q.text, principal=q.principal.lower(),
+                namespaces=frozenset({ns_of[q.principal], shared_ns}), purpose=q.purpose, intent=q.intent,
+                time=q.time or now_iso, subject=q.subject or q.principal, group_id=group_id,
+            )
+            data.queries.append(qctx.to_dict())
+            self._label_query(q, qctx, inst, mems, key_of, rng, data)
+        data.groups.append(group_id)
+
+    def _label_query(self, q, qctx, inst, mems, key_of, rng, data) -> None:
+        cfg = self.cfg
+        labels: dict = {}
+        adm: dict = {}
+        for m in mems:
+            own = m.instance == q.instance
+            rel = q.rel.get(m.key, "not_useful") if own else "not_useful"
+            if m.namespace not in qctx.namespaces and not (own and m.key in q.rel):
+                continue  # outside the readable namespaces: the default scorer rule (wrong scope)
+            row, a = self.labeller.label(q, qctx, m, rel, q.scenario if own else None)
+            labels[m.memory_id] = row
+            adm[m.memory_id] = a
+            data.labels.append(row)
+        anchors = [key_of[(q.instance, k)] for k, r in q.rel.items() if r == "required"]
+        if not anchors:
+            raise DataConflict(f"query {q.query_id!r} has no required memory")
+        cell = inst.cell
+        if inst.kind != "unknown_provenance":
+            neg_flags = [
+                (labels[key_of[(q.instance, k)].memory_id]["text_visible"],
+                 labels[key_of[(q.instance, k)].memory_id]["metadata_visible"])
+                for k, r in q.rel.items() if r == "supportive" and adm.get(key_of[(q.instance, k)].memory_id) is False
+            ]
+            if neg_flags and len(set(neg_flags)) == 1:
+                cell = neg_flags[0]
+        meta = {
+            "query_id": q.query_id, "group_id": qctx.group_id, "scenario": q.scenario,
+            "beneficial": q.beneficial, "heldout": bool(inst.heldout_items),
+            "heldout_items": list(inst.heldout_items), "template": q.template, "topic": inst.topic,
+            "domain_pair": inst.domain_pair, "intent": q.intent, "purpose": q.purpose,
+        }
+        if cell is not None:
+            tv, mv = cell
+            meta.update(text_visible=tv, metadata_visible=mv,
+                        visibility=f"{'tv' if tv else 'not_tv'}_{'mv' if mv else 'not_mv'}")
+        data.query_meta.append(meta)
+        if inst.kind == "unknown_provenance":
+            return  # unresolved labels: no preferences are derived from them
+        self._triples(q, qctx, inst, mems, key_of, labels, adm, rng, data)
+
+    def _triples(self, q, qctx, inst, mems, key_of, labels, adm, rng, data) -> None:
+        tcfg = self.cfg["triples"]
+        pos = [key_of[(q.instance, k)] for k, r in sorted(q.rel.items()) if r == "required"]
+        pos = [m for m in pos if adm.get(m.memory_id) is True]
+        inst_negs = [m for m in mems if m.instance == q.instance and adm.get(m.memory_id) is False]
+        others = [m for m in mems if m.instance != q.instance]
+        n_group = tcfg["beneficial_group_negatives"] if q.beneficial else tcfg["group_negatives"]
+        count = 0
+        heldout = bool(inst.heldout_items)
+
+        def emit(p, n, flags):
+            nonlocal count
+            data.triples.append({
+                "triple_id": f"{q.query_id}-t{count:02d}", "group_id": qctx.group_id, "query_id": q.query_id,
+                "scenario": q.scenario, "query_text": q.text, "pos_id": p.memory_id, "pos_text": p.text,
+                "neg_id": n.memory_id, "neg_text": n.text, "pos_kind": p.kind, "neg_kind": n.kind,
+                "text_visible": flags[0], "metadata_visible": flags[1], "heldout": heldout,
+                "beneficial": q.beneficial, "source": "template",
+            })
+            count += 1
+
+        for p in pos:
+            for n in inst_negs:
+                row = labels[n.memory_id]
+                emit(p, n, (row["text_visible"], row["metadata_visible"]))
+            if n_group:
+                cands = []
+                for m in others:
+                    row = labels.get(m.memory_id)
+                    if row is None:  # outside the readable namespaces: default rule (scope False)
+                        cands.append((m, (False, True)))
+                    elif adm[m.memory_id] is False:
+                        cands.append((m, (row["text_visible"], row["metadata_visible"])))
+                same = [c for c in cands if c[0].kind == p.kind]
+                pool = same if len(same) >= n_group else cands
+                for m, flags in rng.sample(pool, min(n_group, len(pool))):
+                    emit(p, m, flags)
+
+
+# --------------------------------------------------------------------------- top level
+
+
+def generate(cfg: dict, progress: bool = False) -> tuple[dict, dict]:
+    """Build every split in memory; returns (splits, heldout description)."""
+    if cfg["real_text"]["enabled"]:
+        from data_gen.real_text import check_real_text
+
+        check_real_text(cfg)
+    rules = PolicyRules.from_dict(default_policy_rules())
+    labeller = Labeller(rules)
+    forbidden: dict = {}
+    splits = {}
+    for split in SPLITS:
+        data = SplitGenerator(cfg, split, rules, labeller, forbidden).run(progress)
+        for row in data.memories:
+            forbidden.setdefault(row["text"], split)
+        for row in data.queries:
+            forbidden.setdefault(row["text"], split)
+        splits[split] = data
+    return splits, heldout_description()
+
+
+def heldout_description() -> dict:
+    return {
+        "templates": list(C.HELDOUT_FRAMES),
+        "topics": C.heldout_topics(),
+        "entity_pools": HELDOUT_ENTITY_POOLS,
+        "domain_pairs": [f"{a}->{b}" for a, b in C.HELDOUT_DOMAIN_PAIRS],
+    }
+
+
+def counts_of(splits: dict) -> dict:
+    counts = {}
+    for split, data in splits.items():
+        c = {s: {"triples": 0, "queries": 0} for s in SCENARIOS}
+        for row in data.query_meta:
+            c[row["scenario"]]["queries"] += 1
+        for row in data.triples:
+            c[row["scenario"]]["triples"] += 1
+        counts[split] = c
+    return counts
+
+
+def sizes_of(splits: dict) -> dict:
+    out = {}
+    all_texts: set = set()
+    for split, data in splits.items():
+        texts = {r["text"] for r in data.memories} | {r["text"] for r in data.queries}
+        all_texts |= texts
+        cells: dict = {}
+        for row in data.query_meta:
+            cells[row.get("visibility")] = cells.get(row.get("visibility"), 0) + 1
+        out[split] = {
+            "groups": len(data.groups), "queries": len(data.queries), "memories": len(data.memories),
+            "labels": len(data.labels), "triples": len(data.triples),
+            "triples_text_visible": sum(1 for t in data.triples if t["text_visible"]),
+            "unique_texts": len(texts),
+            "heldout_queries": sum(1 for r in data.query_meta if r["heldout"]),
+            "beneficial_queries": sum(1 for r in data.query_meta if r["beneficial"]),
+            "visibility_queries": {str(k): v for k, v in sorted(cells.items(), key=lambda kv: str(kv[0]))},
+        }
+    out["unique_texts_all_splits"] = len(all_texts)
+    return out
+
+
+def write_splits(splits: dict, out_dir: Path) -> str:
+    """Write the split files; return the data hash over exactly them (sorted path order)."""
+    out_dir = Path(out_dir)
+    for split, data in splits.items():
+        for filename in SPLIT_FILES:
+            write_jsonl(out_dir / split / filename, data.rows(filename))
+    return data_hash(out_dir)
+
+
+def split_file_paths(out_dir: Path) -> list[Path]:
+    return sorted((Path(out_dir) / s / f for s in SPLITS for f in SPLIT_FILES),
+                  key=lambda p: p.relative_to(out_dir).as_posix())
+
+
+def data_hash(out_dir: Path) -> str:
+    h = hashlib.sha256()
+    for path in split_file_paths(out_dir):
+        h.update(path.relative_to(out_dir).as_posix().encode("utf-8") + b"\0")
+        h.update(path.read_bytes())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def write_meta(out_dir: Path, meta: dict) -> None:
+    path = Path(out_dir) / "meta.json"
+    path.write_text(json.dumps(meta, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def read_meta(out_dir: Path) -> dict:
+    return json.loads((Path(out_dir) / "meta.json").read_text(encoding="utf-8"))
+
+
+def run(cfg: dict, out_dir: Path, progress: bool = False, audit: Optional[bool] = None) -> dict:
+    """Generate, write and describe one data directory; returns meta."""
+    out_dir = Path(out_dir)
+    splits, heldout = generate(cfg, progress)
+    for stale in [*(out_dir / s for s in SPLITS), out_dir / "mined"]:
+        if stale.exists():
+            shutil.rmtree(stale)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "config.resolved.yaml").write_text(yaml.safe_dump(cfg, sort_keys=True), encoding="utf-8")
+    digest = write_splits(splits, out_dir)
+    do_audit = cfg["audit"]["enabled"] if audit is None else audit
+    if do_audit:
+        from data_gen.audit import run_audit
+
+        audit_result = run_audit(splits, heldout, cfg)
+    else:
+        from data_gen.audit import find_leaks
+
+        audit_result = {"memory_only_auc": None, "query_only_auc": None, "kind_only_auc": None,
+                        "leaks": find_leaks(splits, heldout), "skipped": True}
+    meta = {
+        "generator_version": GENERATOR_VERSION,
+        "seed": cfg["seed"],
+        "config": cfg,
+        "counts": counts_of(splits),
+        "sizes": sizes_of(splits),
+        "data_hash": digest,
+        "data_files": [p.relative_to(out_dir).as_posix() for p in split_file_paths(out_dir)],
+        "heldout": heldout,
+        "audit": audit_result,
+        "policy_rules": default_policy_rules(),
+        "scenarios": list(SCENARIOS),
+        "negative_kinds": list(NEGATIVE_KINDS),
+        "real_splits": None,
+        "real_text_triples": 0,
+        "hardness": {},
+    }
+    write_meta(out_dir, meta)
+    return meta
+
+
+def generate_from_config(config_path: Path, out_dir: Path, seed: Optional[int] = None,
+                         progress: bool = False, audit: Optional[bool] = None) -> dict:
+    """The entry point other tools call: load ``config_path`` and write ``out_dir``."""
+    return run(load_config(Path(config_path), seed), Path(out_dir), progress=progress, audit=audit)
+
+
+def generate_from_dict(raw: Optional[dict], out_dir: Path, seed: Optional[int] = None, **kwargs) -> dict:
+    return run(resolve(raw, seed), Path(out_dir), **kwargs)
