@@ -2,6 +2,7 @@
 
     python evaluate.py [--checkpoint checkpoints/memgate-minilm-l6] [--data data/default]
                        [--out reports/<name>] [--no-real] [--n-boot 10000]
+                       [--sweep [--sweep-seeds 10]]
     python evaluate.py --cases FILE.jsonl [--checkpoint DIR] [--out reports/cases-<stem>]
 
 Writes report.md, metrics.json, routes.jsonl, timings.json and PNG plots.
@@ -31,6 +32,9 @@ def main(argv=None) -> int:
     parser.add_argument("--n-boot", type=int, default=10_000, help="bootstrap replicates")
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     parser.add_argument("--threads", type=int, default=2, help="torch threads")
+    parser.add_argument("--sweep", action="store_true",
+                        help="also run the metadata corruption sweep (routes_sweep.jsonl; slow)")
+    parser.add_argument("--sweep-seeds", type=int, default=10, help="corruption seeds per rate")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 
@@ -43,7 +47,8 @@ def main(argv=None) -> int:
         out = Path(args.out) if args.out else resolve_path(f"reports/cases-{cases.stem}")
         checkpoint = Path(args.checkpoint) if args.checkpoint else None
         evaluate_cases(cases, out, checkpoint, n_boot=args.n_boot, seed=args.seed,
-                       routes=routes if args.routes else None)
+                       routes=routes if args.routes else None,
+                       sweep_seeds=args.sweep_seeds if args.sweep else 0)
         print(f"wrote {out}/report.md")
         return 0
     checkpoint = Path(args.checkpoint) if args.checkpoint else resolve_path(DEFAULT_CHECKPOINT)
@@ -52,7 +57,8 @@ def main(argv=None) -> int:
     out = Path(args.out) if args.out else resolve_path(f"reports/{checkpoint.name}")
     evaluate(checkpoint, data_dir, out, routes=routes,
              real_sources=() if args.no_real else ("locomo", "gatemem"),
-             n_boot=args.n_boot, seed=args.seed, num_threads=args.threads)
+             n_boot=args.n_boot, seed=args.seed, num_threads=args.threads,
+             sweep_seeds=args.sweep_seeds if args.sweep else 0)
     print((out / "report.md").read_text().split("## ")[1] if (out / "report.md").exists() else "")
     print(f"wrote {out}/report.md")
     return 0

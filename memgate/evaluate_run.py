@@ -39,7 +39,9 @@ CORE_ROUTES = (
     "embed_classifier_drop", "hybrid", "oracle_required",
 )
 BREAKDOWN_KEYS = ("recall_required@20", "l_rc@20", "risk_upper@20", "violation_any@20",
-                  "feasible_rate@20", "mrr_required")
+                  "feasible_rate@20", "mrr_required", "exposure_scope@20", "exposure_policy@20",
+                  "exposure_lifecycle@20", "exposure_cross_domain@20", "exposure_sycophancy@20",
+                  "exposure_tool_drift@20", "exposure_jailbreak@20")
 PAIRED_KEYS = ("recall_required@20", "l_rc@20", "violation_any@20")
 BASELINES = ("global_dense", "namespace_dense")
 
@@ -212,6 +214,7 @@ def evaluate(
     seed: int = 0,
     num_threads: int = 2,
     extra_sources: Sequence[PreparedSource] = (),
+    sweep_seeds: int = 0,
 ) -> dict:
     set_offline_defaults()
     torch.set_num_threads(num_threads)
@@ -287,6 +290,13 @@ def evaluate(
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    if sweep_seeds:  # evaluate.py --sweep: metadata corruption sweep (memgate.sweep)
+        from memgate.sweep import run_sweep
+
+        t0 = time.perf_counter()
+        metrics["sweep"] = run_sweep(prepared, settings, gate, out_dir / "routes_sweep.jsonl",
+                                     seeds=sweep_seeds)
+        timings["sweep"] = time.perf_counter() - t0
     write_jsonl(out_dir / "routes.jsonl", all_rows)
     (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=1, sort_keys=True) + "\n")
     timings["total"] = time.perf_counter() - started
@@ -296,6 +306,9 @@ def evaluate(
     write_report(out_dir, metrics, timings, source_names, routes,
                  checkpoint=str(checkpoint) if checkpoint else None,
                  data_dir=str(data_dir) if data_dir else None)
+    from memgate.plots import write_plots
+
+    write_plots(out_dir, metrics, source_names)
     return metrics
 
 
@@ -343,7 +356,7 @@ CASE_ROUTES = ("global_dense", "namespace_dense", "current_only", "kleene_gate",
 
 def evaluate_cases(cases: Path, out_dir: Path, checkpoint: Optional[Path] = None,
                    n_boot: int = 10_000, seed: int = 0,
-                   routes: Optional[Sequence[str]] = None) -> dict:
+                   routes: Optional[Sequence[str]] = None, sweep_seeds: int = 0) -> dict:
     """Evaluate only a verify-agent-memory cases file (no other data read or generated)."""
     from memgate.cases import load_cases
 
@@ -353,4 +366,4 @@ def evaluate_cases(cases: Path, out_dir: Path, checkpoint: Optional[Path] = None
         # A gate whose dimension differs from the file's embeddings is skipped with a reason.
         routes += ["learned_gate", "learned_gate_namespace", "hybrid"]
     return evaluate(checkpoint, None, out_dir, routes=routes, real_sources=(),
-                    n_boot=n_boot, seed=seed, extra_sources=prepared)
+                    n_boot=n_boot, seed=seed, extra_sources=prepared, sweep_seeds=sweep_seeds)

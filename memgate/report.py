@@ -77,6 +77,10 @@ def write_report(out_dir: Path, metrics: dict, timings: dict, sources: Sequence[
         for name, by_route in slices.items():
             lines += [f"### {source} / {name}", ""]
             lines += _table(by_route, ("recall_required@20", "l_rc@20", "violation_any@20")) + [""]
+    if "sweep" in metrics:
+        from memgate.sweep import sweep_report_lines
+
+        lines += sweep_report_lines(metrics["sweep"])
     lines += ["## Timings (seconds, wall clock)", "", "```", _timings(timings), "```", ""]
     Path(out_dir, "report.md").write_text("\n".join(lines), encoding="utf-8")
     plot_frontier(Path(out_dir), metrics, sources)
