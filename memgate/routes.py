@@ -193,8 +193,8 @@ class RouteRunner:
             cands = pool[positions]
             ranks = np.empty(len(cands))
             ranks_dense = np.empty(len(cands))
-            ranks[np.argsort(np.lexsort((self.ids_rank[cands], -bm25)))] = np.arange(1, len(cands) + 1)
-            ranks_dense[np.argsort(np.lexsort((self.ids_rank[cands], -cos)))] = np.arange(1, len(cands) + 1)
+            ranks[np.lexsort((self.ids_rank[cands], -bm25))] = np.arange(1, len(cands) + 1)
+            ranks_dense[np.lexsort((self.ids_rank[cands], -cos))] = np.arange(1, len(cands) + 1)
             return 1.0 / (RRF_K + ranks) + 1.0 / (RRF_K + ranks_dense)
         raise ValueError(f"unknown scorer {spec.scorer!r}")
 
