@@ -1,0 +1,88 @@
+"""memgate.retriever: an exported gate in an agent's memory path.
+
+An embedded memory store (SQLite records, memory-mapped float32 vectors, transactional writes,
+revisions, scoped supersession, derived-record review flags, forget requests), the query path
+(namespace support -> Kleene exclusion before truncation -> cosine or gated ranking -> top k ->
+allowed actions) and an append-only audit trail (stored -> retrieved -> exposed -> disclosed).
+
+    from memgate.encoder import Encoder, EncoderConfig
+    from memgate.records import QueryContext
+    from memgate.retriever import GatedRetriever, RetrieverConfig
+
+    encoder = Encoder(EncoderConfig())
+    retriever = GatedRetriever.open("memstore", encoder, gate="checkpoints/memgate-minilm-l6",
+                                    config=RetrieverConfig(acl={"alice": {"alice"}}))
+    retriever.add("My dentist moved to Tuesday.", namespace="alice", principal="alice")
+    ctx = QueryContext(query_id="q1", text="", principal="alice", intent="current_state")
+    result = retriever.retrieve("When is the dentist?", ctx, k=5)
+    retriever.report_exposed("q1", result.ids)
+
+See docs/retriever.md.
+"""
+
+from memgate.retriever.audit import (
+    AuditError,
+    AuditLog,
+    LogCheck,
+    TrailStep,
+    format_trail,
+    iter_events,
+    trail,
+    verify_log,
+)
+from memgate.retriever.retriever import (
+    DEFAULT_DIRECTIVE,
+    Disclosure,
+    Exclusion,
+    GatedRetriever,
+    GateDrop,
+    RetrievalResult,
+    RetrievedItem,
+    RetrieverConfig,
+    resolve_lifecycle,
+)
+from memgate.retriever.schema import (
+    Applicability,
+    EncoderMismatchError,
+    ForgottenMemoryError,
+    Memory,
+    StaleRevisionError,
+    StoreError,
+    SupersededIn,
+    Supersedes,
+    UnknownMemoryError,
+)
+from memgate.retriever.store import EmbeddedStore, IndexEntry, MemoryStore, normalize_identity
+
+__all__ = [
+    "DEFAULT_DIRECTIVE",
+    "Applicability",
+    "AuditError",
+    "AuditLog",
+    "Disclosure",
+    "EmbeddedStore",
+    "EncoderMismatchError",
+    "Exclusion",
+    "ForgottenMemoryError",
+    "GateDrop",
+    "GatedRetriever",
+    "IndexEntry",
+    "LogCheck",
+    "Memory",
+    "MemoryStore",
+    "RetrievalResult",
+    "RetrievedItem",
+    "RetrieverConfig",
+    "StaleRevisionError",
+    "StoreError",
+    "SupersededIn",
+    "Supersedes",
+    "TrailStep",
+    "UnknownMemoryError",
+    "format_trail",
+    "iter_events",
+    "normalize_identity",
+    "resolve_lifecycle",
+    "trail",
+    "verify_log",
+]
