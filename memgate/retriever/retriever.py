@@ -1,0 +1,900 @@
+"""``GatedRetriever``: an exported gate in an agent's memory path.
+
+Query path (DESIGN section 2)::
+
+    candidate support   live records in the context's readable namespaces (trusted ACL)
+    Kleene exclusion    route_verdict on trusted metadata, over the whole support, before any
+                        truncation; False -> excluded with its reasons; None -> kept and flagged
+                        (fail_mode="open") or excluded as unresolved (fail_mode="closed")
+    ranking             exact cosine; with a gate, the gate re-scores the cosine's top
+                        rerank_depth (ties by memory id), dropping items whose suppression
+                        cos - S reaches the checkpoint's calibrated threshold, if it has one
+    top k               records fetched (text, action attributes) for the k survivors only
+    allowed actions     memgate.actions.decide_actions for the returned memories
+    audit               one "retrieved" event: ranks, exclusions and reasons, drops, actions,
+                        gate / policy / encoder versions (never text)
+
+The gate's first layer splits as ``W_q q + W_v v + W_qv (q * v) + b``: the retriever computes
+``W_v v`` once per memory when it enters the index (``precompute=True``), ``W_q q`` once per
+query, and only the ``q * v`` term and the remaining layers per candidate.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+import torch
+
+from memgate.admissibility import PolicyRules, SupersessionScope, effective_state
+from memgate.encoder import text_hash
+from memgate.gate import MemGate, check_encoder
+from memgate.records import MemoryRecord, QueryContext, route_verdict
+from memgate.retriever.audit import AuditError, AuditLog, make_event, utc_now
+from memgate.retriever.schema import EncoderMismatchError, Memory, Supersedes
+from memgate.retriever.store import EmbeddedStore, IndexEntry, MemoryStore, normalize_identity
+from memgate.routes import rank_by_score
+
+try:  # the allowed-actions module (DESIGN section 3); the retriever works without it
+    from memgate import actions as _actions
+except ImportError:  # pragma: no cover - exercised only in a tree without memgate.actions
+    _actions = None
+
+FAIL_MODES = ("open", "closed")
+_A_FALSE, _A_TRUE, _A_NONE = 0, 1, 2
+DEFAULT_DIRECTIVE = "The user asked me to forget a detail they had shared; do not recall, repeat or re-store it."
+
+
+@dataclass(frozen=True)
+class RetrieverConfig:
+    """How a :class:`GatedRetriever` gates and ranks.
+
+    policy_rules: the policy axis (tags -> purposes), part of the policy version.
+    fail_mode: ``open`` keeps unresolved candidates (flagged with their unresolved axes);
+        ``closed`` excludes them with reason ``unresolved:<axes>``.
+    rerank_depth: how many of the cosine's top candidates the gate re-scores (DESIGN default 200).
+    use_gate: rank by the gate when one is loaded (False: plain cosine even with a gate).
+    drop_threshold: ``"checkpoint"`` (the calibrated threshold recorded in the checkpoint, if
+        any), ``None`` (never drop) or a number.
+    precompute: compute the gate's memory part W_v v once per memory (write-time split).
+    acl: principal -> readable namespaces (a trusted ACL). With an ACL, a context may only
+        narrow its principal's namespaces and writes must target a readable namespace. Without
+        one, the caller is trusted to set ``context.namespaces``; ``None`` there reads nothing.
+    action_preset / action_policy: the allowed-action preset and an optional policy file.
+    log_excluded_depth: Kleene-excluded ids are logged when they rank within this many of the
+        unfiltered cosine ranking (default ``max(k, rerank_depth)``); all are counted by reason.
+    """
+
+    policy_rules: PolicyRules = field(default_factory=lambda: PolicyRules({}))
+    fail_mode: str = "open"
+    rerank_depth: int = 200
+    use_gate: bool = True
+    drop_threshold: Any = "checkpoint"
+    precompute: bool = True
+    acl: Optional[Mapping[str, Iterable[str]]] = None
+    action_preset: str = "balanced"
+    action_policy: Optional[str] = None
+    log_excluded_depth: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.policy_rules, PolicyRules):
+            if isinstance(self.policy_rules, Mapping):
+                object.__setattr__(self, "policy_rules", PolicyRules.from_dict(self.policy_rules))
+            else:
+                raise TypeError("RetrieverConfig.policy_rules must be PolicyRules or a mapping")
+        if self.fail_mode not in FAIL_MODES:
+            raise ValueError(f"RetrieverConfig.fail_mode must be one of {FAIL_MODES}, got {self.fail_mode!r}")
+        if type(self.rerank_depth) is not int or self.rerank_depth < 1:
+            raise ValueError(f"RetrieverConfig.rerank_depth must be an int >= 1, got {self.rerank_depth!r}")
+        t = self.drop_threshold
+        if not (t is None or t == "checkpoint" or (type(t) in (int, float) and np.isfinite(t))):
+            raise ValueError(
+                f"RetrieverConfig.drop_threshold must be 'checkpoint', None or a number, got {t!r}")
+        if self.acl is not None:
+            acl = {}
+            for principal, namespaces in self.acl.items():
+                if isinstance(namespaces, str):
+                    raise TypeError(
+                        f"RetrieverConfig.acl[{principal!r}] must be a collection of namespaces, "
+                        "not one string")
+                acl[principal] = frozenset(namespaces)
+            object.__setattr__(self, "acl", acl)
+        if self.log_excluded_depth is not None and (
+                type(self.log_excluded_depth) is not int or self.log_excluded_depth < 0):
+            raise ValueError("RetrieverConfig.log_excluded_depth must be an int >= 0 or None")
+
+    @property
+    def policy_version(self) -> str:
+        blob = json.dumps({"rules": self.policy_rules.to_dict(), "fail_mode": self.fail_mode},
+                          sort_keys=True)
+        return f"kleene-{hashlib.sha256(blob.encode()).hexdigest()[:12]}"
+
+
+@dataclass(frozen=True)
+class RetrievedItem:
+    """One returned memory: its ranking scores, resolved lifecycle, flags and allowed action."""
+
+    memory_id: str
+    rank: int
+    text: str
+    namespace: str
+    score: float  # the ranking score: the gate's for re-scored items, else the cosine
+    cosine: float
+    gate_score: Optional[float]
+    lifecycle: str  # the lifecycle state resolved for this query (scoped supersession, validity)
+    admissible: Optional[bool]  # True, or None when kept unresolved (fail-open)
+    unresolved: tuple
+    needs_review: bool
+    review_reasons: tuple
+    action: Optional[str]
+    action_binding: tuple
+    memory: Memory
+
+    def to_dict(self) -> dict:
+        return {
+            "memory_id": self.memory_id, "rank": self.rank, "score": self.score,
+            "cosine": self.cosine, "gate_score": self.gate_score, "lifecycle": self.lifecycle,
+            "admissible": self.admissible, "unresolved": list(self.unresolved),
+            "needs_review": self.needs_review, "action": self.action,
+            "action_binding": list(self.action_binding),
+        }
+
+
+@dataclass(frozen=True)
+class Exclusion:
+    """A Kleene-excluded candidate (not retrieved) and why; ``cosine_rank`` is its rank in the
+    unfiltered cosine ranking of the support."""
+
+    memory_id: str
+    reasons: tuple
+    unresolved: tuple
+    lifecycle: str
+    cosine_rank: int
+
+
+@dataclass(frozen=True)
+class GateDrop:
+    memory_id: str
+    suppression: float
+    threshold: float
+
+
+@dataclass(frozen=True)
+class RetrievalResult:
+    query_id: str
+    principal: Optional[str]
+    namespaces: tuple
+    route: str
+    k: int
+    items: tuple
+    excluded: tuple
+    dropped: tuple
+    excluded_counts: dict
+    candidates: int
+    unresolved_kept: int
+    gate_version: Optional[str]
+    policy_version: str
+    action_policy_version: Optional[str]
+    timings_ms: dict
+
+    @property
+    def ids(self) -> list[str]:
+        return [item.memory_id for item in self.items]
+
+    def format(self, width: int = 64) -> str:
+        """A plain-text table of items, exclusions and drops (for examples and debugging)."""
+        lines = [
+            f"query {self.query_id} principal={self.principal} namespaces={list(self.namespaces)} "
+            f"route={self.route} candidates={self.candidates}"
+        ]
+        for it in self.items:
+            text = it.text if len(it.text) <= width else it.text[: width - 3] + "..."
+            flags = []
+            if it.lifecycle != "current":
+                flags.append(f"lifecycle={it.lifecycle}")
+            if it.unresolved:
+                flags.append(f"unresolved={','.join(it.unresolved)}")
+            if it.needs_review:
+                flags.append("needs_review")
+            gate = "" if it.gate_score is None else f" gate={it.gate_score:.3f}"
+            action = "" if it.action is None else f" action={it.action}"
+            binding = f" ({','.join(it.action_binding)})" if it.action_binding else ""
+            lines.append(
+                f"  #{it.rank} {it.memory_id:<12} cos={it.cosine:.3f}{gate}{action}{binding}"
+                + (f" [{'; '.join(flags)}]" if flags else "")
+            )
+            lines.append(f"      {text}")
+        for ex in self.excluded:
+            lines.append(
+                f"  excluded {ex.memory_id:<12} reasons={','.join(ex.reasons)}"
+                f" lifecycle={ex.lifecycle} (cosine rank {ex.cosine_rank})"
+            )
+        for d in self.dropped:
+            lines.append(
+                f"  dropped  {d.memory_id:<12} gate suppression {d.suppression:.3f} >= {d.threshold:.3f}")
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Disclosure:
+    memory_id: str
+    exposed: bool
+    retrieved: bool
+
+
+def resolve_lifecycle(
+    state: str,
+    superseded_scopes: tuple,
+    window: Optional[SupersessionScope],
+    subject: Optional[str],
+    when: Optional[str],
+) -> str:
+    """The lifecycle state of a record for one query.
+
+    Scoped supersession (DESIGN section 3) goes through
+    :func:`memgate.admissibility.effective_state` for each scope the record was superseded in,
+    joined by strong Kleene OR (superseded if inside any scope, unknown if undecidable, current
+    if outside all). A current claim outside its validity window is ``stale``; with no query time
+    the window cannot be checked and the state is ``unknown`` (never imputed).
+    """
+    if state == "superseded" and superseded_scopes:
+        states = [effective_state("superseded", s, subject, when) for s in superseded_scopes]
+        if "superseded" in states:
+            state = "superseded"
+        elif "unknown" in states:
+            state = "unknown"
+        else:
+            state = "current"
+    if window is not None and state == "current":
+        inside = window.contains(None, when)
+        if inside is None:
+            state = "unknown"
+        elif inside is False:
+            state = "stale"
+    return state
+
+
+class _Index:
+    """Query-time metadata and positions of live records (no text), refreshed incrementally."""
+
+    def __init__(self) -> None:
+        self.pos: dict[str, int] = {}
+        self.ids: list[str] = []
+        self.slot = np.zeros(0, dtype=np.int64)
+        self.ns = np.zeros(0, dtype=np.int32)
+        self.sig = np.zeros(0, dtype=np.int32)
+        self.alive = np.zeros(0, dtype=bool)
+        self.ns_code: dict[str, int] = {}
+        self.sig_code: dict[tuple, int] = {}
+        self.sig_keys: list[tuple] = []
+        self.seq = 0
+
+    def _grow(self, n: int) -> None:
+        if n <= len(self.slot):
+            return
+        cap = max(n, 2 * len(self.slot), 1024)
+        for name, dtype in (("slot", np.int64), ("ns", np.int32), ("sig", np.int32), ("alive", bool)):
+            old = getattr(self, name)
+            new = np.zeros(cap, dtype=dtype)
+            new[: len(old)] = old
+            setattr(self, name, new)
+
+    def apply(self, entries: list[IndexEntry]) -> tuple[list[int], list[int]]:
+        """Apply changed entries; return (slots that became live, slots that died)."""
+        born, died = [], []
+        for e in entries:
+            p = self.pos.get(e.memory_id)
+            if p is None:
+                p = len(self.ids)
+                self.pos[e.memory_id] = p
+                self.ids.append(e.memory_id)
+                self._grow(p + 1)
+                self.alive[p] = False
+            old_slot = int(self.slot[p]) if self.alive[p] else None
+            new_slot = e.slot if e.alive else None
+            if old_slot is not None and old_slot != new_slot:
+                died.append(old_slot)
+            if new_slot is not None and new_slot != old_slot:
+                born.append(new_slot)
+            self.alive[p] = e.alive
+            self.slot[p] = -1 if e.slot is None else e.slot
+            self.ns[p] = self.ns_code.setdefault(e.namespace, len(self.ns_code))
+            key = (
+                e.namespace,
+                e.policy_tags,
+                e.lifecycle_state,
+                tuple(sorted({(None if s.scope is None else
+                               (s.scope.subject, s.scope.valid_from, s.scope.valid_to))
+                              for s in e.superseded_in}, key=repr)),
+                (e.applicability.valid_from, e.applicability.valid_to),
+            )
+            code = self.sig_code.get(key)
+            if code is None:
+                code = self.sig_code[key] = len(self.sig_keys)
+                self.sig_keys.append(key)
+            self.sig[p] = code
+        return born, died
+
+    def __len__(self) -> int:
+        return int(self.alive[: len(self.ids)].sum())
+
+
+def _scopes_from_key(key: tuple) -> tuple:
+    return tuple(None if s is None else SupersessionScope(*s) for s in key)
+
+
+def gate_fingerprint(gate: MemGate) -> str:
+    h = hashlib.sha256()
+    for name, tensor in sorted(gate.state_dict().items()):
+        h.update(name.encode())
+        h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()[:12]
+
+
+class GatedRetriever:
+    """Namespace support -> Kleene exclusion -> (gated) ranking -> top k -> allowed actions,
+    with an audit trail, over a :class:`MemoryStore`.
+
+    ``encoder`` is a :class:`memgate.encoder.Encoder` (its identity must be the store's);
+    ``gate`` is ``None`` (plain cosine), a :class:`MemGate` or a checkpoint directory (loaded
+    with ``expected_encoder`` set to the store's encoder: a gate trained on another encoder is
+    refused).
+    """
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        encoder: Any,
+        gate: MemGate | str | Path | None = None,
+        config: RetrieverConfig | None = None,
+        audit: AuditLog | None = None,
+        clock: Any = None,
+    ):
+        self.config = config or RetrieverConfig()
+        self.clock = clock or getattr(store, "clock", None) or utc_now
+        self.store = store
+        self.encoder = encoder
+        self.encoder_identity = normalize_identity(encoder.identity)
+        store.check_encoder(self.encoder_identity, "query or write this store")
+        self.gate: Optional[MemGate] = None
+        self.gate_version: Optional[str] = None
+        self.drop_threshold: Optional[float] = None
+        if gate is not None:
+            if isinstance(gate, (str, Path)):
+                try:
+                    loaded = MemGate.from_pretrained(gate, expected_encoder=self.encoder_identity)
+                except ValueError as exc:
+                    if "encoder mismatch" in str(exc):
+                        raise EncoderMismatchError(str(exc)) from None
+                    raise
+                self.gate_version = f"{Path(gate).name}@{gate_fingerprint(loaded)}"
+                gate = loaded
+            elif isinstance(gate, MemGate):
+                try:
+                    check_encoder(gate.config, self.encoder_identity)
+                except ValueError as exc:
+                    raise EncoderMismatchError(str(exc)) from None
+                self.gate_version = f"memgate@{gate_fingerprint(gate)}"
+            else:
+                raise TypeError(f"gate must be a MemGate, a checkpoint directory or None, got {type(gate).__name__}")
+            self.gate = gate.eval()
+            t = self.config.drop_threshold
+            if t == "checkpoint":
+                t = (gate.export_info.get("calibration") or {}).get("threshold")
+            self.drop_threshold = None if t is None else float(t)
+        self.audit = audit if audit is not None else getattr(store, "audit", None)
+        self._action_policy = None
+        self.action_policy_version: Optional[str] = None
+        if _actions is not None:
+            self._action_policy = _actions.load_policy(self.config.action_policy)
+            self._action_policy.preset(self.config.action_preset)  # fail fast on a bad preset
+            self.action_policy_version = f"{self._action_policy.version}/{self.config.action_preset}"
+        self._index = _Index()
+        self._vpart: Optional[np.ndarray] = None  # (slots, hidden): the gate's W_v v per slot
+        self._retrieved: OrderedDict[str, dict] = OrderedDict()
+        self._refresh()
+
+    # -- convenience constructor --------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: str | Path, encoder: Any, gate: Any = None,
+             config: RetrieverConfig | None = None, **store_kwargs: Any) -> "GatedRetriever":
+        """Open (or create) an :class:`EmbeddedStore` at ``path`` for ``encoder``."""
+        store = EmbeddedStore(path, encoder.identity, **store_kwargs)
+        return cls(store, encoder, gate=gate, config=config)
+
+    @property
+    def route(self) -> str:
+        if self.gate is not None and self.config.use_gate:
+            return "hybrid_drop" if self.drop_threshold is not None else "hybrid"
+        return "namespace_kleene"
+
+    # -- index --------------------------------------------------------------------------------
+
+    def _refresh(self) -> None:
+        if self.store.version() == self._index.seq:
+            return
+        version, entries = self.store.changes_since(self._index.seq)
+        born, died = self._index.apply(entries)
+        self._index.seq = version
+        if self.gate is not None and self.config.precompute:
+            self._update_vpart(born, died)
+
+    @torch.no_grad()
+    def _update_vpart(self, born: list[int], died: list[int]) -> None:
+        hidden = self.gate.config.hidden
+        need = max(born, default=-1) + 1
+        if self._vpart is None:
+            self._vpart = np.zeros((max(need, 1024), hidden), dtype=np.float32)
+        elif need > self._vpart.shape[0]:
+            grown = np.zeros((max(need, 2 * self._vpart.shape[0]), hidden), dtype=np.float32)
+            grown[: self._vpart.shape[0]] = self._vpart
+            self._vpart = grown
+        for slot in died:  # a forgotten or replaced vector leaves nothing derived from it
+            if slot < self._vpart.shape[0]:
+                self._vpart[slot] = 0.0
+        if born:
+            matrix = self.store.vector_matrix()
+            slots = np.asarray(sorted(born), dtype=np.int64)
+            for start in range(0, len(slots), 4096):
+                chunk = slots[start : start + 4096]
+                V = np.ascontiguousarray(matrix[chunk], dtype=np.float32)
+                self._vpart[chunk] = self.gate.precompute_memory(V).numpy()
+
+    @property
+    def precomputed_bytes(self) -> int:
+        """Memory held by the precomputed first-layer parts of live records."""
+        if self._vpart is None:
+            return 0
+        return len(self._index) * self._vpart.shape[1] * 4
+
+    def index_ids(self) -> list[str]:
+        """Ids of the records currently in the query index (live records only)."""
+        idx = self._index
+        return [idx.ids[p] for p in np.flatnonzero(idx.alive[: len(idx.ids)])]
+
+    # -- access control -----------------------------------------------------------------------
+
+    def readable_namespaces(self, context: QueryContext) -> frozenset:
+        """The candidate support's namespaces for ``context`` (see ``RetrieverConfig.acl``)."""
+        if not isinstance(context, QueryContext):
+            raise TypeError(f"context must be a memgate.records.QueryContext, got {type(context).__name__}")
+        requested = context.namespaces
+        acl = self.config.acl
+        if acl is None:
+            return frozenset() if requested is None else frozenset(requested)
+        if context.principal is None or context.principal not in acl:
+            raise PermissionError(f"principal {context.principal!r} has no entry in the retriever's ACL")
+        granted = acl[context.principal]
+        if requested is None:
+            return granted
+        beyond = sorted(set(requested) - granted)
+        if beyond:
+            raise PermissionError(
+                f"principal {context.principal!r} may not read namespace(s) {beyond}; "
+                f"the ACL grants {sorted(granted)}")
+        return frozenset(requested)
+
+    def _check_write(self, principal: Optional[str], namespace: str) -> None:
+        acl = self.config.acl
+        if acl is None:
+            return
+        if principal is None or principal not in acl or namespace not in acl[principal]:
+            raise PermissionError(
+                f"principal {principal!r} may not write namespace {namespace!r} under the ACL")
+
+    def _check_record_access(self, principal: Optional[str], memory_id: str) -> Memory:
+        record = self.store.get(memory_id)
+        if record is None:
+            raise KeyError(f"no memory with id {memory_id!r}")
+        self._check_write(principal, record.namespace)
+        return record
+
+    # -- writes -------------------------------------------------------------------------------
+
+    def _embed(self, text: str) -> np.ndarray:
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError("text must be a non-empty string")
+        return self.encoder.encode([text], progress=False)[0]
+
+    def add(self, text: str, *, namespace: str, memory_id: Optional[str] = None,
+            principal: Optional[str] = None, supersedes: Iterable[Supersedes | str] = (),
+            **fields: Any) -> Memory:
+        """Embed and store a memory (fields as in :class:`Memory`); returns the stored record."""
+        self._check_write(principal, namespace)
+        links = tuple(s if isinstance(s, Supersedes) else Supersedes(s) for s in supersedes)
+        for source in tuple(fields.get("derived_from", ())) + tuple(s.memory_id for s in links):
+            self._check_record_access(principal, source)
+        memory = Memory(memory_id=memory_id or f"m-{uuid.uuid4().hex[:12]}", namespace=namespace,
+                        text=text, principal=principal, supersedes=links, **fields)
+        self._check_action_fields(memory)
+        stored = self.store.add(memory, self._embed(text), encoder=self.encoder_identity)
+        self._refresh()
+        return stored
+
+    def _check_action_fields(self, memory: Memory) -> None:
+        if _actions is None:
+            return
+        fields_ = memory.action_fields()
+        fields_.pop("conflicts_with")
+        if fields_["lifecycle_state"] not in _actions.EXPOSED_LIFECYCLE_STATES:
+            fields_["lifecycle_state"] = "current"
+        try:
+            _actions.ActionInput.from_dict(fields_)
+        except _actions.ActionPolicyError as exc:
+            raise ValueError(f"memory {memory.memory_id!r}: {exc}") from None
+
+    def update(self, memory_id: str, expected_revision: int, *, principal: Optional[str] = None,
+               **changes: Any) -> Memory:
+        """Compare-and-set update (see :meth:`EmbeddedStore.update`); a new text is re-embedded."""
+        self._check_record_access(principal, memory_id)
+        vector = self._embed(changes["text"]) if "text" in changes else None
+        updated = self.store.update(memory_id, expected_revision, vector=vector,
+                                    encoder=self.encoder_identity if vector is not None else None,
+                                    principal=principal, **changes)
+        self._refresh()
+        return updated
+
+    def correct(self, memory_id: str, expected_revision: int, text: str, *,
+                principal: Optional[str] = None, **changes: Any) -> tuple[Memory, list[str]]:
+        """Correct a record's content; returns it and the ids now flagged for review."""
+        self._check_record_access(principal, memory_id)
+        out = self.store.correct(memory_id, expected_revision, text, self._embed(text),
+                                 encoder=self.encoder_identity, principal=principal, **changes)
+        self._refresh()
+        return out
+
+    def retire(self, memory_id: str, expected_revision: int, *,
+               principal: Optional[str] = None) -> tuple[Memory, list[str]]:
+        self._check_record_access(principal, memory_id)
+        out = self.store.retire(memory_id, expected_revision, principal=principal)
+        self._refresh()
+        return out
+
+    def mark_reviewed(self, memory_id: str, expected_revision: int, *,
+                      principal: Optional[str] = None) -> Memory:
+        self._check_record_access(principal, memory_id)
+        out = self.store.mark_reviewed(memory_id, expected_revision, principal=principal)
+        self._refresh()
+        return out
+
+    def forget(self, memory_id: str, *, principal: Optional[str] = None,
+               directive_text: str = DEFAULT_DIRECTIVE, directive_id: Optional[str] = None,
+               expected_revision: Optional[int] = None, **directive_fields: Any) -> Memory:
+        """Forget a detail for good and keep the directive as a memory; returns the directive.
+
+        Besides the store (text, markers, vector) and this index (entry and precomputed gate
+        part), the detail's cached embedding is removed from the encoder's disk cache.
+        """
+        record = self._check_record_access(principal, memory_id)
+        directive_fields.setdefault("policy_tags", record.policy_tags)
+        directive_fields.setdefault("source_type", "correction")
+        directive_fields.setdefault("epistemic_status", "verified")
+        directive_fields.setdefault("evidence_strength", 1.0)
+        directive = Memory(
+            memory_id=directive_id or f"{memory_id}-forget", namespace=record.namespace,
+            text=directive_text, principal=principal, **directive_fields)
+        self._check_action_fields(directive)
+        stored = self.store.forget(memory_id, directive, self._embed(directive_text),
+                                   encoder=self.encoder_identity, expected_revision=expected_revision)
+        if record.text is not None:
+            self._purge_encoder_cache(record.text)
+        self._refresh()
+        return stored
+
+    def _purge_encoder_cache(self, text: str) -> None:
+        # memgate.encoder.EmbeddingCache has no delete yet: reach its SQLite connection.
+        db = getattr(getattr(self.encoder, "_cache", None), "_db", None)
+        if db is None:
+            return
+        with db:
+            db.execute("PRAGMA secure_delete=ON")
+            db.execute("DELETE FROM emb WHERE h = ?", (text_hash(text),))
+
+    # -- the query path -----------------------------------------------------------------------
+
+    def retrieve(
+        self,
+        query_text: str,
+        context: QueryContext,
+        k: int = 10,
+        *,
+        asks: str = "fact",
+        proposed_action: Optional[str] = None,
+        risk: Optional[str] = None,
+    ) -> RetrievalResult:
+        """Top ``k`` admissible memories for ``query_text`` under ``context``.
+
+        ``asks`` / ``proposed_action`` / ``risk`` describe the request to the allowed-action
+        policy (:class:`memgate.actions.ActionQuery`); ``context.intent`` is its intent.
+        """
+        if type(k) is not int or k < 1:
+            raise ValueError(f"k must be an int >= 1, got {k!r}")
+        if not isinstance(query_text, str):
+            raise TypeError("query_text must be a string")
+        readable = self.readable_namespaces(context)
+        if context.query_id in self._retrieved:
+            raise AuditError(f"query id {context.query_id!r} was already used; one retrieval per query id")
+        action_query = None
+        if self._action_policy is not None:
+            action_query = _actions.ActionQuery(intent=context.intent, asks=asks,
+                                                proposed_action=proposed_action, risk=risk)
+        timings: dict[str, float] = {}
+        t0 = time.perf_counter()
+        self._refresh()
+        idx = self._index
+        n = len(idx.ids)
+        codes = np.array([idx.ns_code[ns] for ns in readable if ns in idx.ns_code], dtype=np.int32)
+        support = np.flatnonzero(idx.alive[:n] & np.isin(idx.ns[:n], codes))
+        q = self._embed(query_text).astype(np.float32)
+        t1 = time.perf_counter()
+        timings["encode_ms"] = (t1 - t0) * 1e3
+
+        # Kleene exclusion over the whole support, one verdict per distinct metadata signature
+        verdict_ctx = QueryContext(
+            query_id=context.query_id, text="", principal=context.principal, namespaces=readable,
+            purpose=context.purpose, intent=context.intent, time=context.time,
+            subject=context.subject)
+        sig = idx.sig[support]
+        present = np.unique(sig)
+        a_code = np.zeros(len(idx.sig_keys), dtype=np.int8)
+        info: dict[int, tuple] = {}
+        rules = self.config.policy_rules
+        for s in present.tolist():
+            ns, tags, state, scopes, (vf, vt) = idx.sig_keys[s]
+            window = None if vf is None and vt is None else SupersessionScope(None, vf, vt)
+            resolved = resolve_lifecycle(state, _scopes_from_key(scopes), window,
+                                         context.subject, context.time)
+            record = MemoryRecord(memory_id="sig", text="", namespace=ns, policy_tags=tags,
+                                  lifecycle_state=resolved)
+            verdict = route_verdict(record, verdict_ctx, rules)
+            a = verdict.admissible
+            a_code[s] = _A_TRUE if a is True else _A_FALSE if a is False else _A_NONE
+            reasons = verdict.exclusion_reasons
+            if a is None and self.config.fail_mode == "closed":
+                reasons = ("unresolved:" + ",".join(verdict.unresolved_axes),)
+            info[s] = (resolved, a, reasons, verdict.unresolved_axes)
+        a_cand = a_code[sig]
+        keep = a_cand == _A_TRUE if self.config.fail_mode == "closed" else a_cand != _A_FALSE
+        t2 = time.perf_counter()
+        timings["exclusion_ms"] = (t2 - t1) * 1e3
+
+        # exact cosine over the support
+        matrix = self.store.vector_matrix()
+        slots = idx.slot[support]
+        if len(support) > 0.25 * matrix.shape[0]:
+            cos = (np.asarray(matrix) @ q)[slots]
+        else:
+            cos = np.asarray(matrix[slots]) @ q
+        cos = cos.astype(np.float64)
+        gated = self.gate is not None and self.config.use_gate
+        depth = max(k, self.config.rerank_depth) if gated else k
+        def exact_cos(pos: np.ndarray) -> np.ndarray:
+            rows = np.asarray(matrix[idx.slot[pos]], dtype=np.float32)
+            return (rows * q).sum(axis=1, dtype=np.float64)
+
+        kept_pos = support[keep]
+        head_pos, head_cos = self._top(kept_pos, cos[keep], depth, exact_cos)
+        t3 = time.perf_counter()
+        timings["cosine_ms"] = (t3 - t2) * 1e3
+
+        # gate re-scoring of the cosine's top rerank_depth
+        dropped: list[GateDrop] = []
+        gate_scores: dict[int, float] = {}
+        if gated and len(head_pos):
+            g_pos = head_pos[: self.config.rerank_depth]
+            g_cos = head_cos[: self.config.rerank_depth]
+            g_slots = idx.slot[g_pos]
+            V = np.ascontiguousarray(matrix[g_slots], dtype=np.float32)
+            with torch.no_grad():
+                if self.config.precompute and self._vpart is not None:
+                    s = self.gate.score_precomputed(q, V, self._vpart[g_slots]).numpy()
+                else:
+                    s = self.gate.score(q, V).numpy()
+            s = s.astype(np.float64)
+            keep_g = np.ones(len(g_pos), dtype=bool)
+            if self.drop_threshold is not None:
+                suppression = g_cos - s
+                keep_g = suppression < self.drop_threshold
+                dropped = [GateDrop(idx.ids[p], float(sup), self.drop_threshold)
+                           for p, sup, kg in zip(g_pos, suppression, keep_g) if not kg]
+            gate_scores = {int(p): float(v) for p, v in zip(g_pos, s)}
+            ranked_g, _ = self._top(g_pos[keep_g], s[keep_g], len(g_pos))
+            final = np.concatenate([ranked_g, head_pos[self.config.rerank_depth:]])[:k]
+        else:
+            final = head_pos[:k]
+        cos_of = dict(zip(head_pos.tolist(), head_cos.tolist()))
+        t4 = time.perf_counter()
+        timings["gate_ms"] = (t4 - t3) * 1e3
+
+        # record fetch for the survivors only
+        final_ids = [idx.ids[p] for p in final.tolist()]
+        records = self.store.get_many(final_ids)
+        items: list[RetrievedItem] = []
+        for p, memory_id in zip(final.tolist(), final_ids):
+            record = records.get(memory_id)
+            if record is None or record.forgotten:
+                continue  # forgotten by another process since the index refresh
+            if record.namespace not in readable:  # defence in depth: never cross the ACL
+                raise AssertionError(f"index returned {memory_id!r} outside the readable namespaces")
+            resolved, a, _, unresolved = info[int(idx.sig[p])]
+            g = gate_scores.get(p)
+            items.append(RetrievedItem(
+                memory_id=memory_id, rank=len(items) + 1, text=record.text,
+                namespace=record.namespace, score=g if g is not None else cos_of[p],
+                cosine=cos_of[p], gate_score=g, lifecycle=resolved, admissible=a,
+                unresolved=tuple(unresolved) if a is None else (), needs_review=record.needs_review,
+                review_reasons=record.review_reasons, action=None, action_binding=(), memory=record,
+            ))
+        t5 = time.perf_counter()
+        timings["fetch_ms"] = (t5 - t4) * 1e3
+
+        # allowed actions for the returned memories
+        if action_query is not None and items:
+            rows = []
+            for it in items:
+                row = it.memory.action_fields()
+                row["lifecycle_state"] = it.lifecycle
+                rows.append(row)
+            decisions = _actions.decide_actions(rows, action_query, self.config.action_preset,
+                                                self._action_policy)
+            by_id = {d.memory_id: d for d in decisions}
+            items = [
+                RetrievedItem(**{**it.__dict__, "action": by_id[it.memory_id].action,
+                                 "action_binding": by_id[it.memory_id].binding})
+                for it in items
+            ]
+        t6 = time.perf_counter()
+        timings["actions_ms"] = (t6 - t5) * 1e3
+
+        # exclusions worth naming: those the unfiltered cosine ranking would have considered
+        log_depth = self.config.log_excluded_depth
+        log_depth = depth if log_depth is None else log_depth
+        excluded: list[Exclusion] = []
+        if log_depth and (~keep).any():
+            top_all, _ = self._top(support, cos, log_depth, exact_cos)
+            excluded_set = set(support[~keep].tolist())
+            for rank, p in enumerate(top_all.tolist(), start=1):
+                if p in excluded_set:
+                    resolved, _, reasons, unresolved = info[int(idx.sig[p])]
+                    excluded.append(Exclusion(idx.ids[p], tuple(reasons), tuple(unresolved),
+                                              resolved, rank))
+        counts: dict[str, int] = {}
+        per_sig = np.bincount(sig[~keep], minlength=len(idx.sig_keys)) if len(sig) else []
+        for s, c in enumerate(per_sig):
+            if c:
+                for reason in info[s][2]:
+                    counts[reason] = counts.get(reason, 0) + int(c)
+        unresolved_kept = int(((a_cand == _A_NONE) & keep).sum())
+
+        result = RetrievalResult(
+            query_id=context.query_id, principal=context.principal,
+            namespaces=tuple(sorted(readable)), route=self.route, k=k, items=tuple(items),
+            excluded=tuple(excluded), dropped=tuple(dropped), excluded_counts=counts,
+            candidates=int(len(support)), unresolved_kept=unresolved_kept,
+            gate_version=self.gate_version if gated else None,
+            policy_version=self.config.policy_version,
+            action_policy_version=self.action_policy_version, timings_ms=timings,
+        )
+        self._log_retrieval(result, context)
+        return result
+
+    def _top(self, positions: np.ndarray, scores: np.ndarray, n: int,
+             exact: Any = None) -> tuple[np.ndarray, np.ndarray]:
+        """The ``n`` best positions by score, ties broken by memory id ascending.
+
+        ``exact`` recomputes the scores of the shortlist row by row: a blocked matrix-vector
+        product can round identical rows differently, which would break true ties by slot
+        instead of by id. The shortlist keeps every score within ``1e-5`` of the n-th.
+        """
+        if len(positions) == 0 or n <= 0:
+            return positions[:0], scores[:0]
+        if len(positions) > n:
+            threshold = np.partition(scores, len(scores) - n)[len(scores) - n]
+            sel = scores >= threshold - (1e-5 if exact is not None else 0.0)
+            positions, scores = positions[sel], scores[sel]
+        if exact is not None:
+            scores = exact(positions)
+        names = np.array([self._index.ids[p] for p in positions.tolist()])
+        id_rank = np.empty(len(names), dtype=np.int64)
+        id_rank[np.argsort(names, kind="stable")] = np.arange(len(names))
+        order = rank_by_score(id_rank, np.arange(len(positions)), scores)
+        return positions[order][:n], scores[order][:n]
+
+    # -- audit --------------------------------------------------------------------------------
+
+    def _log_retrieval(self, result: RetrievalResult, context: QueryContext) -> None:
+        self._retrieved[result.query_id] = {
+            "ids": set(result.ids), "namespaces": result.namespaces, "principal": result.principal,
+            "exposed": set(),
+        }
+        while len(self._retrieved) > 10_000:
+            self._retrieved.popitem(last=False)
+        if self.audit is None:
+            return
+        self.store.flush_outbox()  # every stored event precedes the query that returns it
+        event = make_event(
+            "retrieved", clock=self.clock,
+            query_id=result.query_id, principal=result.principal, namespaces=list(result.namespaces),
+            purpose=context.purpose, intent=context.intent, time=context.time,
+            subject=context.subject, route=result.route, fail_mode=self.config.fail_mode, k=result.k,
+            rerank_depth=self.config.rerank_depth if result.gate_version else None,
+            candidates=result.candidates, unresolved_kept=result.unresolved_kept,
+            ranks=[it.to_dict() for it in result.items],
+            excluded=[{"memory_id": e.memory_id, "reasons": list(e.reasons),
+                       "unresolved": list(e.unresolved), "lifecycle": e.lifecycle,
+                       "cosine_rank": e.cosine_rank} for e in result.excluded],
+            excluded_counts=result.excluded_counts,
+            dropped=[{"memory_id": d.memory_id, "reason": "gate_suppression",
+                      "suppression": d.suppression, "threshold": d.threshold} for d in result.dropped],
+            gate_version=result.gate_version, drop_threshold=self.drop_threshold if result.gate_version else None,
+            policy_version=result.policy_version, action_policy_version=result.action_policy_version,
+            encoder=self.encoder_identity,
+        )
+        self.audit.append(event)
+
+    def _retrieval_record(self, query_id: str) -> dict:
+        found = self._retrieved.get(query_id)
+        if found is not None:
+            return found
+        event = self.audit.find_retrieval(query_id) if self.audit is not None else None
+        if event is None:
+            raise AuditError(f"no retrieval logged for query {query_id!r}")
+        found = {"ids": {r["memory_id"] for r in event["ranks"]}, "namespaces": tuple(event["namespaces"]),
+                 "principal": event["principal"], "exposed": set()}
+        return found
+
+    def report_exposed(self, query_id: str, memory_ids: Iterable[str]) -> None:
+        """Record which retrieved memories the caller put in the prompt (E); E must be within R."""
+        ids = list(dict.fromkeys(memory_ids))
+        record = self._retrieval_record(query_id)
+        extra = sorted(set(ids) - record["ids"])
+        if extra:
+            raise AuditError(
+                f"query {query_id!r}: exposed ids {extra} were not retrieved for it (E <= R); "
+                "nothing was logged")
+        record["exposed"].update(ids)
+        if self.audit is not None:
+            self.audit.append(make_event("exposed", clock=self.clock, query_id=query_id, memory_ids=ids,
+                                         principal=record["principal"]))
+
+    def report_answer(self, query_id: str, answer: str) -> list[Disclosure]:
+        """Scan the answer the caller produced for the protected markers of the memories in the
+        query's readable namespaces; log and return the hits (a literal match, not proof of use)."""
+        if not isinstance(answer, str):
+            raise TypeError("answer must be a string")
+        record = self._retrieval_record(query_id)
+        folded = answer.casefold()
+        hits = []
+        scanned = self.store.scan_markers(record["namespaces"])
+        for memory_id, markers in scanned:
+            if any(m.casefold() in folded for m in markers):
+                hits.append(Disclosure(memory_id, memory_id in record["exposed"], memory_id in record["ids"]))
+        if self.audit is not None:
+            self.audit.append(make_event(
+                "disclosed", clock=self.clock, query_id=query_id, principal=record["principal"],
+                hits=[h.__dict__ for h in hits], scanned=len(scanned)))
+        return hits
+
+
+__all__ = [
+    "DEFAULT_DIRECTIVE",
+    "FAIL_MODES",
+    "Disclosure",
+    "Exclusion",
+    "GateDrop",
+    "GatedRetriever",
+    "RetrievalResult",
+    "RetrievedItem",
+    "RetrieverConfig",
+    "gate_fingerprint",
+    "resolve_lifecycle",
+]
