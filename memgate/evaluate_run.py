@@ -27,7 +27,6 @@ from memgate.headline import HEADLINE_ROUTES, build_headline, preference_accurac
 from memgate.records import write_jsonl
 from memgate.sources import EvalSource
 from memgate.synthetic import load_split, read_meta
-from memgate.training import read_triples
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +66,8 @@ def prepare(source: EvalSource, encoder: Encoder) -> PreparedSource:
 
 
 def test_preferences(gate: MemGate, data_dir: Path, encoder: Encoder) -> dict:
+    from memgate.training import read_triples  # lazily: memgate.training imports Lightning
+
     rows = read_triples(Path(data_dir) / "test" / "triples.jsonl", text_visible_only=True)
     texts = sorted({r[k] for r in rows for k in ("query_text", "pos_text", "neg_text")})
     index = {t: i for i, t in enumerate(texts)}

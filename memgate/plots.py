@@ -75,7 +75,7 @@ def plot_exposure_by_scenario(out_dir: Path, metrics: dict, source: str = "synth
         ax.grid(axis="y", alpha=0.3)
     for ax in list(axes.flat)[len(kinds):]:
         ax.axis("off")
-    axes.flat[0].legend(fontsize=7, loc="best")
+    axes.flat[0].legend(fontsize=7, loc="upper right")
     fig.suptitle(f"{source}: typed exposure per scenario (K = 20)")
     fig.tight_layout()
     path = Path(out_dir) / "exposure_by_scenario.png"
@@ -127,32 +127,38 @@ def plot_sweep(out_dir: Path, sweep: dict) -> list[Path]:
         if not channels:
             continue
         plt = _plt()
+        from matplotlib.lines import Line2D
+
+        routes = sorted({r for c in channels for r in result["channels"][c]["routes"]})
+        colour = {r: f"C{i % 10}" for i, r in enumerate(routes)}  # one colour per route everywhere
         n_cols = 4
         n_rows = -(-len(channels) // n_cols)
-        fig, axes = plt.subplots(n_rows, n_cols, figsize=(4.2 * n_cols, 3.2 * n_rows), squeeze=False)
+        fig, axes = plt.subplots(n_rows, n_cols, figsize=(4.2 * n_cols, 3.2 * n_rows), squeeze=False,
+                                 sharex=True)
         for ax, channel in zip(axes.flat, channels):
             entry = result["channels"][channel]
             for route, curve in entry["routes"].items():
-                ys = curve["l_rc@20"]
-                pts = [(r, y) for r, y in zip(rates, ys) if y is not None]
+                pts = [(r, y) for r, y in zip(rates, curve["l_rc@20"]) if y is not None]
                 if not pts:
                     continue
-                line, = ax.plot(*zip(*pts), marker="o", ms=3, label=route)
+                ax.plot(*zip(*pts), marker="o", ms=3, color=colour[route])
                 lo, hi = curve.get("l_rc@20_min"), curve.get("l_rc@20_max")
                 if lo and hi and None not in lo and None not in hi:
-                    ax.fill_between(rates, lo, hi, color=line.get_color(), alpha=0.15)
+                    ax.fill_between(rates, lo, hi, color=colour[route], alpha=0.15, lw=0)
             if entry.get("baseline_l_rc@20") is not None:
-                ax.axhline(entry["baseline_l_rc@20"], color="black", ls="--", lw=1,
-                           label=f"clean {entry['baseline']}")
-            ax.set_title(channel, fontsize=9)
-            ax.set_xlabel("corruption rate")
-            ax.set_ylabel("L_RC@20")
+                ax.axhline(entry["baseline_l_rc@20"], color="black", ls="--", lw=1)
+            ax.set_title(f"{channel} (vs clean {entry['baseline']})", fontsize=9)
+            ax.set_xlabel("corruption rate", fontsize=8)
+            ax.set_ylabel("L_RC@20", fontsize=8)
             ax.grid(alpha=0.3)
-            ax.legend(fontsize=6, loc="best")
         for ax in list(axes.flat)[len(channels):]:
             ax.axis("off")
-        fig.suptitle(f"{source}: metadata corruption (mean over {sweep.get('seeds')} seeds)")
-        fig.tight_layout()
+        handles = [Line2D([], [], color=colour[r], marker="o", ms=3, label=r) for r in routes]
+        handles.append(Line2D([], [], color="black", ls="--", label="clean baseline (panel title)"))
+        fig.legend(handles=handles, loc="lower right", fontsize=8, ncol=2)
+        fig.suptitle(f"{source}: metadata corruption, mean over {sweep.get('seeds')} seeds "
+                     "(band: min-max over seeds)")
+        fig.subplots_adjust(left=0.05, right=0.98, bottom=0.06, top=0.92, hspace=0.5, wspace=0.25)
         path = Path(out_dir) / f"corruption_{file_stem(source)}.png"
         fig.savefig(path, dpi=100)
         plt.close(fig)
