@@ -275,3 +275,7 @@ def test_sweep_clean_figures_match_the_evaluation_and_rows_are_tagged(prepared, 
     sel = [r["l_rc"] for r in rows if r["corruption"] in ("policy:false_allow@0.5#0", "policy:false_allow@0.5#1")
            and r["route"] == "kleene_gate" and r["l_rc"] is not None]
     assert np.mean(sel) == pytest.approx(res["channels"]["policy:false_allow"]["routes"]["kleene_gate"]["l_rc@20"][2])
+    from memgate.plots import plot_sweep
+
+    assert plot_sweep(tmp_path, sweep) == [tmp_path / "corruption_synthetic_like.png"]
+    assert (tmp_path / "corruption_synthetic_like.png").stat().st_size > 10_000
