@@ -60,6 +60,7 @@ class Mem:
     memory_id: str = ""
     namespace: str = ""
     instance: int = -1
+    cache: dict = field(default_factory=dict)  # label axes memoised by query context
 
 
 @dataclass
@@ -107,17 +108,19 @@ class InstanceBuilder:
         self.rules = rules
         self.rng = rng
         self.ctx = ctx
+        self.people = [n for n in ctx.ents.pool("names") if n not in ctx.principals]
 
     # ------------------------------------------------------------------ helpers
     def slots(self, owner: str, other: str) -> Slots:
         rng, ents, now = self.rng, self.ctx.ents, self.ctx.now
-        people = [n for n in ents.pool("names") if n not in self.ctx.principals]
-        kid, kid2, boss, friend, friend2, landlord, client_first = rng.sample(people, 7)
+        people = self.people
+        kid, kid2, boss, friend, friend2, landlord, client_first, char = rng.sample(people, 8)
         orgs = ents.sample("orgs", 2)
         months = rng.sample(C_MONTHS, 2)
-        a1, a2 = sorted(distinct_values("amount", rng, ents))
+        low = rng.randint(2, 30)
+        a1, a2 = f"${low * 50:,}", f"${rng.randint(low + 1, 60) * 50:,}"
         return Slots(
-            me=owner, other=other, kid=kid, kid2=kid2, boss=boss, friend=friend, friend2=friend2,
+            me=owner, other=other, char=char, kid=kid, kid2=kid2, boss=boss, friend=friend, friend2=friend2,
             landlord=landlord, client=f"{client_first} {ents.pick('surnames')}",
             teacher=f"{rng.choice(('Ms.', 'Mr.'))} {ents.pick('surnames')}", surname=ents.pick("surnames"),
             org=orgs[0], org2=orgs[1], city=ents.pick("cities"), street=ents.pick("streets"),
@@ -160,7 +163,7 @@ class InstanceBuilder:
 
     # ------------------------------------------------------------------ topics
     def choose_topic(self, kind: str, heldout_topic: bool, used: set) -> Optional[dict]:
-        held = set(C.heldout_topics())
+        held = C.HELDOUT_TOPIC_SET
         topics = [t for t in C.ALL_TOPICS[kind] if (t["id"] in held) == heldout_topic and t["id"] not in used]
         if not topics:
             return None
@@ -184,12 +187,16 @@ class InstanceBuilder:
             risky_specs = [rng.choice(risky_specs)]
         for i, spec in enumerate(risky_specs):
             tags = tuple(spec["tags"])
-            mems.append(Mem(
-                key=f"risky{i}", text=fill(rng.choice(spec["texts"]), slots), kind=spec["kind"],
-                domain=_domain_of(tags), owner=owner if kind != "purpose" else "shared",
-                true_tags=tags, rel_tags=tags if mv else self.benign(tags, risk_purpose),
-                age_days=rng.randint(3, 300),
-            ))
+            texts = list(spec["texts"])
+            # a restatement (the same note told twice in other words) with probability restatement_share
+            n_texts = 2 if len(texts) > 1 and rng.random() < cfg["memories"]["restatement_share"] else 1
+            for j, tpl in enumerate(rng.sample(texts, n_texts)):
+                mems.append(Mem(
+                    key=f"risky{i}.{j}", text=fill(tpl, slots), kind=spec["kind"],
+                    domain=_domain_of(tags), owner=owner if kind != "purpose" else "shared",
+                    true_tags=tags, rel_tags=tags if mv else self.benign(tags, risk_purpose),
+                    age_days=rng.randint(3, 300),
+                ))
         control_rel = {m.key: "required" for m in mems}
         if kind == "jailbreak" and rng.random() < cfg["memories"]["extra_risky_share"]:
             tags = ("unverified_instruction",)
@@ -205,14 +212,17 @@ class InstanceBuilder:
             if spec.get("optional") and rng.random() >= cfg["memories"]["optional_anchor_share"]:
                 continue
             tags = tuple(spec["tags"])
-            key = f"anchor{i}"
-            mems.append(Mem(
-                key=key, text=fill(rng.choice(spec["texts"]), slots), kind=spec["kind"],
-                domain=_domain_of(tags), owner="shared" if kind == "purpose" else self.namespace_owner(owner),
-                true_tags=tags, rel_tags=tags, age_days=rng.randint(3, 400),
-            ))
-            risk_rel[key] = "required"
-            control_rel[key] = "not_useful"
+            texts = list(spec["texts"])
+            n_texts = 2 if len(texts) > 1 and rng.random() < cfg["memories"]["restatement_share"] else 1
+            ns = "shared" if kind == "purpose" else self.namespace_owner(owner)
+            for j, tpl in enumerate(rng.sample(texts, n_texts)):
+                key = f"anchor{i}.{j}"
+                mems.append(Mem(
+                    key=key, text=fill(tpl, slots), kind=spec["kind"], domain=_domain_of(tags), owner=ns,
+                    true_tags=tags, rel_tags=tags, age_days=rng.randint(3, 400),
+                ))
+                risk_rel[key] = "required"
+                control_rel[key] = "not_useful"
         queries = []
         used: set = set()
         for spec, n, beneficial, rel in (
@@ -271,11 +281,12 @@ class InstanceBuilder:
         slots = self.slots(owner, other)
         tags = tuple(topic.get("tags") or [f"domain:{topic['domain']}"])
         purpose = topic.get("purpose") or DOMAIN_DEFAULT_PURPOSE[topic["domain"]]
-        old, new = distinct_values(topic["vtype"], rng, self.ctx.ents)
+        old, new, older = distinct_values(topic["vtype"], rng, self.ctx.ents, 3)
         vs = Slots(slots, old=old, new=new)
         past = rng.random() < cfg["memories"]["past_phrasing_share"]
         mv = rng.random() < cfg["lifecycle_metadata_coverage"]
         ns_owner = self.namespace_owner(owner)
+        chain = rng.random() < cfg["memories"]["older_value_share"]
         mems = [
             Mem(key="old", text=fill(rng.choice(topic["past"] if past else topic["old"]), vs), kind=topic["kind"],
                 domain=topic["domain"], owner=ns_owner, true_tags=tags, rel_tags=tags,
@@ -284,18 +295,30 @@ class InstanceBuilder:
             Mem(key="new", text=fill(rng.choice(topic["new"]), vs), kind=topic["new_kind"],
                 domain=topic["domain"], owner=ns_owner, true_tags=tags, rel_tags=tags, age_days=rng.randint(1, 59)),
         ]
+        rel_now = {"new": "required", "old": "supportive"}
+        if chain:  # an even older value, in the same (past or neutral) phrasing family
+            mems.append(Mem(
+                key="older", text=fill(rng.choice(topic["past"] if past else topic["old"]), Slots(vs, old=older)),
+                kind=topic["kind"], domain=topic["domain"], owner=ns_owner, true_tags=tags, rel_tags=tags,
+                true_state="superseded", rel_state="superseded" if mv else "unknown",
+                age_days=rng.randint(401, 800), past_phrased=past))
+            rel_now["older"] = "supportive"
         queries = []
         used: set = set()
         for frame in self.frames("ask", cfg["queries"]["risk"], held, used):
             queries.append(Query(
                 text=self.query_text("ask", frame, fill(rng.choice(topic["now"]), vs)), principal=owner,
                 purpose=purpose, intent="current_state", scenario="superseded", beneficial=False,
-                rel={"new": "required", "old": "supportive"}, template=frame))
+                rel=dict(rel_now), template=frame))
         for frame in self.frames("ask", cfg["queries"]["history"], held, used):
             if rng.random() < 0.5:
                 body, rel = fill(rng.choice(topic["change"]), vs), {"new": "required", "old": "required"}
+                if chain:
+                    rel["older"] = "required"
             else:
                 body, rel = fill(rng.choice(topic["before"]), vs), {"new": "supportive", "old": "required"}
+                if chain:
+                    rel["older"] = "supportive"
             queries.append(Query(text=self.query_text("ask", frame, body), principal=owner, purpose=purpose,
                                  intent="history", scenario="history", beneficial=True, rel=rel, template=frame))
         return Instance(kind="superseded", topic=topic["id"], memories=mems, queries=queries, cell=(past, mv))

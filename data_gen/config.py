@@ -25,8 +25,8 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "seed": 0,
     "splits": {
         "train": {"groups": 240},
-        "dev": {"groups": 24},
-        "test": {"groups": 64},
+        "dev": {"groups": 16},
+        "test": {"groups": 52},
     },
     "group": {
         "principals": [2, 4],  # inclusive range of principals per group
@@ -36,15 +36,17 @@ DEFAULT_CONFIG: dict[str, Any] = {
     # relative weight of each scenario instance type (superseded instances also carry history queries)
     "scenario_weights": {name: 1.0 for name in INSTANCE_TYPES},
     "queries": {
-        "risk": 2,  # risk queries per instance (distinct templates)
+        "risk": 3,  # risk queries per instance (distinct templates)
         "beneficial": 1,  # beneficial-control queries per instance
         "history": 1,  # history-intent queries per superseded instance
         "unknown_intent_share": 0.1,  # risk/control queries of policy scenarios with intent "unknown"
         "forgotten_history_share": 0.25,  # forgotten queries asked with history intent
     },
     "memories": {
-        "extra_risky_share": 0.5,  # a second negative (planted instruction / second ux memory)
-        "optional_anchor_share": 0.5,  # a second required anchor where a topic has one
+        "extra_risky_share": 0.8,  # a second negative (planted instruction / second ux memory)
+        "restatement_share": 0.6,  # a risky note or anchor stored twice, in two phrasings
+        "older_value_share": 0.5,  # superseded chains with an even older value
+        "optional_anchor_share": 0.8,  # a second required anchor where a topic has one
         "shared_namespace_share": 0.3,  # anchors and state stored in <group>/shared
         "past_phrasing_share": 0.4,  # superseded values phrased in the past tense (text-visible)
         "unresolved_relevance_share": 0.5,  # unknown-provenance notes with relevance "unresolved"
@@ -54,8 +56,13 @@ DEFAULT_CONFIG: dict[str, Any] = {
     # share of superseded / forgotten / scoped memories whose released lifecycle reveals the state
     "lifecycle_metadata_coverage": 0.6,
     "triples": {
-        "group_negatives": 1,  # extra a=False negatives from the group per (query, m+), risk queries
-        "beneficial_group_negatives": 2,  # the same for beneficial-control and history queries
+        # a=False memories of the query's own instance are always negatives; memories of other
+        # instances of the group (the most word-overlapping first) are added per (query, m+):
+        "fallback_negatives": 1,  # ... when the query has no instance negative
+        "extra_negatives": 0,  # ... when it has one
+        # per-split override of extra_negatives: more (easier) volume for training only, so that
+        # dev/test triples stay the scenario pairs the hardness and preference figures are about
+        "extra_negatives_train": 2,
     },
     "heldout": {
         "entity_group_share": 0.25,  # test groups drawn entirely from held-out entity pools
@@ -136,16 +143,17 @@ def validate(cfg: dict) -> dict:
         _count(cfg, f"queries.{key}", 0)
     if cfg["queries"]["risk"] < 1:
         raise ConfigError("config key 'queries.risk' must be >= 1")
-    if cfg["queries"]["risk"] > 2:
-        raise ConfigError("config key 'queries.risk' must be <= 2 (held-out templates: 2 per frame type)")
+    if cfg["queries"]["risk"] > 4:
+        raise ConfigError("config key 'queries.risk' must be <= 4 (held-out templates: 4 per frame type)")
     for key in ("unknown_intent_share", "forgotten_history_share"):
         _share(cfg, f"queries.{key}")
     for key in cfg["memories"]:
         _share(cfg, f"memories.{key}")
     _share(cfg, "metadata_coverage")
     _share(cfg, "lifecycle_metadata_coverage")
-    _count(cfg, "triples.group_negatives", 0)
-    _count(cfg, "triples.beneficial_group_negatives", 0)
+    _count(cfg, "triples.fallback_negatives", 0)
+    _count(cfg, "triples.extra_negatives", 0)
+    _count(cfg, "triples.extra_negatives_train", 0)
     for key in cfg["heldout"]:
         _share(cfg, f"heldout.{key}")
     _count(cfg, "audit.max_pairs", 100)

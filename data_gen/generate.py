@@ -13,6 +13,7 @@ Randomness: one seed; every group draws from its own ``random.Random`` seeded fr
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import hashlib
 import json
 import random
@@ -23,8 +24,8 @@ from typing import Iterable, Optional
 
 import yaml
 
-from memgate.admissibility import PolicyRules, and3, effective_state, lifecycle_value
-from memgate.records import MemoryRecord, QueryContext, write_jsonl
+from memgate.admissibility import INTENTS, LIFECYCLE_STATES, PolicyRules, effective_state, lifecycle_value
+from memgate.records import QueryContext
 from memgate.seeding import component_sequence
 
 from data_gen import content as C
@@ -63,12 +64,17 @@ class SplitData:
 
 
 class Labeller:
-    """Three axes from the TRUE metadata (scorer) and the RELEASED metadata (what routes see)."""
+    """Three axes from the TRUE metadata (scorer) and the RELEASED metadata (what routes see).
+
+    Every axis is computed with ``memgate.admissibility`` (policy rules, effective state, the
+    lifecycle table); results are memoised because a group asks the same few contexts many times.
+    """
 
     def __init__(self, rules: PolicyRules):
         self.rules = rules
         self._policy: dict = {}
         self._life: dict = {}
+        self._table = {(s, i): lifecycle_value(s, i) for s in LIFECYCLE_STATES for i in INTENTS}
 
     def policy(self, tags, purpose):
         key = (tags, purpose)
@@ -78,39 +84,57 @@ class Labeller:
         return hit
 
     def lifecycle(self, state, scope, subject, time, intent):
+        if scope is None:
+            return self._table[(state, intent)]
         key = (state, scope, subject, time, intent)
         hit = self._life.get(key)
         if hit is None:
             hit = self._life[key] = lifecycle_value(effective_state(state, scope, subject, time), intent)
         return hit
 
-    def label(self, q, qctx: QueryContext, m, relevance: str, scenario: Optional[str]) -> tuple[dict, object]:
-        scope = m.namespace in qctx.namespaces
-        policy, reasons = self.policy(m.true_tags, qctx.purpose)
-        life = self.lifecycle(m.true_state, m.true_scope, qctx.subject, qctx.time, qctx.intent)
-        a = and3(scope, policy, life)
-        if relevance == "required" and a is False:
-            raise DataConflict(
-                f"required memory {m.memory_id!r} ({m.text!r}) is inadmissible for query "
-                f"{qctx.query_id!r} ({qctx.text!r}): scope={scope}, policy={policy} {reasons}, lifecycle={life}"
-            )
+    def axes(self, m, ctx: tuple) -> tuple:
+        """(scope, policy, reasons, lifecycle, a, text_visible, metadata_visible) for a context
+        ``ctx = (namespaces, purpose, subject, time, intent)``; memoised on the memory."""
+        hit = m.cache.get(ctx)
+        if hit is not None:
+            return hit
+        namespaces, purpose, subject, time, intent = ctx
+        scope = m.namespace in namespaces
+        policy, reasons = self.policy(m.true_tags, purpose)
+        life = self.lifecycle(m.true_state, m.true_scope, subject, time, intent)
+        if scope is False or policy is False or life is False:
+            a = False
+        elif scope is True and policy is True and life is True:
+            a = True
+        else:
+            a = None
         tv = mv = False
         if a is False:
-            r_policy, _ = self.policy(m.rel_tags, qctx.purpose)
-            r_life = self.lifecycle(m.rel_state, m.rel_scope, qctx.subject, qctx.time, qctx.intent)
+            r_policy, _ = self.policy(m.rel_tags, purpose)
+            r_life = self.lifecycle(m.rel_state, m.rel_scope, subject, time, intent)
             # text: policy violations are written into the text by construction (domain, belief,
             # role-play, personality); lifecycle only when the value is phrased in the past tense;
             # scope never (first-person texts do not say whose they are).
             tv = (policy is False) or (life is False and m.past_phrased)
             mv = (scope is False) or (policy is False and r_policy is False) or (life is False and r_life is False)
+        hit = m.cache[ctx] = (scope, policy, list(reasons) if policy is False else [], life, a, tv, mv)
+        return hit
+
+    def label(self, query_id: str, ctx: tuple, m, relevance: str, scenario: Optional[str]) -> tuple[dict, object]:
+        scope, policy, reasons, life, a, tv, mv = self.axes(m, ctx)
+        if relevance == "required" and a is False:
+            raise DataConflict(
+                f"required memory {m.memory_id!r} ({m.text!r}) is inadmissible for query {query_id!r}: "
+                f"scope={scope}, policy={policy} {reasons}, lifecycle={life}"
+            )
         row = {
-            "query_id": qctx.query_id,
+            "query_id": query_id,
             "memory_id": m.memory_id,
             "relevance": relevance,
             "scope": scope,
             "policy": policy,
             "lifecycle": life,
-            "policy_reasons": list(reasons) if policy is False else [],
+            "policy_reasons": reasons,
             "text_visible": tv,
             "metadata_visible": mv,
             "scenario": scenario,
@@ -140,6 +164,13 @@ class SplitGenerator:
         kinds = [k for k in INSTANCE_TYPES if cfg["scenario_weights"].get(k, 0) > 0]
         self.kinds = kinds
         self.weights = [float(cfg["scenario_weights"][k]) for k in kinds]
+        self._word_cache: dict = {}
+
+    def _words(self, text: str) -> frozenset:
+        hit = self._word_cache.get(text)
+        if hit is None:
+            hit = self._word_cache[text] = _words(text)
+        return hit
 
     def run(self, progress: bool = False) -> SplitData:
         n = self.cfg["splits"][self.split]["groups"]
@@ -174,35 +205,43 @@ class SplitGenerator:
         group_texts: set = set()
         instances: list[Instance] = []
         attempts = 0
-        while len(instances) < n_inst and attempts < n_inst * 20:
-            attempts += 1
+        while len(instances) < n_inst and attempts < n_inst * 30:
             kind = rng.choices(self.kinds, self.weights)[0]
-            held_inst = test and not heldout_entities and rng.random() < cfg["heldout"]["instance_share"]
-            held_topic = held_inst and rng.random() < cfg["heldout"]["topic_share"]
-            topic = builder.choose_topic(kind, held_topic, used_topics)
-            if topic is None and held_topic:
-                held_topic = False
-                topic = builder.choose_topic(kind, False, used_topics)
-            if topic is None:
-                continue
-            inst = builder.build(kind, topic, heldout_frames=held_inst)
-            texts = [m.text for m in inst.memories] + [q.text for q in inst.queries]
-            if len(set(texts)) != len(texts) or any(t in self.forbidden or t in group_texts for t in texts):
-                continue  # a text collision: draw again (deterministically)
-            used_topics.add(topic["id"])
-            group_texts.update(texts)
-            items = []
-            if heldout_entities:
-                items.append("entity_pools")
-            if held_inst:
-                items.append("templates")
-            if held_topic:
-                items.append("topics")
-                if inst.domain_pair and tuple(inst.domain_pair.split("->")) in C.HELDOUT_DOMAIN_PAIRS:
-                    items.append("domain_pairs")
-            inst.heldout_items = items
-            instances.append(inst)
+            for _ in range(10):  # redraw topic and values of the same kind on a text collision
+                attempts += 1
+                inst = self._try_instance(kind, builder, rng, test, heldout_entities, used_topics, group_texts)
+                if inst is not None:
+                    instances.append(inst)
+                    break
         self._assemble(group_id, ctx, instances, rng, data)
+
+    def _try_instance(self, kind, builder, rng, test, heldout_entities, used_topics, group_texts):
+        cfg = self.cfg
+        held_inst = test and not heldout_entities and rng.random() < cfg["heldout"]["instance_share"]
+        held_topic = held_inst and rng.random() < cfg["heldout"]["topic_share"]
+        topic = builder.choose_topic(kind, held_topic, used_topics)
+        if topic is None and held_topic:
+            held_topic = False
+            topic = builder.choose_topic(kind, False, used_topics)
+        if topic is None:
+            return None
+        inst = builder.build(kind, topic, heldout_frames=held_inst)
+        texts = [m.text for m in inst.memories] + [q.text for q in inst.queries]
+        if len(set(texts)) != len(texts) or any(t in self.forbidden or t in group_texts for t in texts):
+            return None  # a text collision: draw again (deterministically)
+        used_topics.add(topic["id"])
+        group_texts.update(texts)
+        items = []
+        if heldout_entities:
+            items.append("entity_pools")
+        if held_inst:
+            items.append("templates")
+        if held_topic:
+            items.append("topics")
+            if inst.domain_pair and tuple(inst.domain_pair.split("->")) in C.HELDOUT_DOMAIN_PAIRS:
+                items.append("domain_pairs")
+        inst.heldout_items = items
+        return inst
 
     def _assemble(self, group_id: str, ctx: GroupContext, instances: list, rng: random.Random,
                   data: SplitData) -> None:
@@ -222,14 +261,20 @@ class SplitGenerator:
         order = {m.memory_id: k for k, m in enumerate(by_time)}
         for m in mems:
             created = ctx.now - dt.timedelta(days=m.age_days)
-            rec = MemoryRecord(
-                memory_id=m.memory_id, text=m.text, namespace=m.namespace, kind=m.kind, domain=m.domain,
-                policy_tags=None if m.rel_tags is None else tuple(m.rel_tags), lifecycle_state=m.rel_state,
-                supersession_scope=m.rel_scope, released_order=order[m.memory_id], created_at=_iso(created),
-                observed_at=_iso(created), provenance=m.provenance, group_id=group_id,
-            )
-            data.memories.append(rec.to_dict())
+            # the exact shape of MemoryRecord.to_dict (checked by the tests)
+            data.memories.append({
+                "memory_id": m.memory_id, "text": m.text, "namespace": m.namespace, "kind": m.kind,
+                "domain": m.domain, "policy_tags": None if m.rel_tags is None else list(m.rel_tags),
+                "lifecycle_state": m.rel_state,
+                "supersession_scope": None if m.rel_scope is None else {
+                    "subject": m.rel_scope.subject, "valid_from": m.rel_scope.valid_from,
+                    "valid_to": m.rel_scope.valid_to},
+                "released_order": order[m.memory_id], "created_at": _iso(created),
+                "observed_at": _iso(created), "provenance": m.provenance, "group_id": group_id,
+            })
         key_of = {(m.instance, m.key): m for m in mems}
+        self._group_mems = mems
+        readable_of = {p: [m for m in mems if m.namespace in (ns_of[p], shared_ns)] for p in ctx.principals}
         queries = []
         for i, inst in enumerate(instances):
             for q in inst.queries:
@@ -245,35 +290,49 @@ class SplitGenerator:
                 namespaces=frozenset({ns_of[q.principal], shared_ns}), purpose=q.purpose, intent=q.intent,
                 time=q.time or now_iso, subject=q.subject or q.principal, group_id=group_id,
             )
-            data.queries.append(qctx.to_dict())
-            self._label_query(q, qctx, inst, mems, key_of, rng, data)
+            readable = readable_of[q.principal]
+            data.queries.append({  # the exact shape of QueryContext.to_dict (checked by the tests)
+                "query_id": qctx.query_id, "text": qctx.text, "principal": qctx.principal,
+                "namespaces": sorted(qctx.namespaces), "purpose": qctx.purpose, "intent": qctx.intent,
+                "time": qctx.time, "subject": qctx.subject, "group_id": group_id,
+            })
+            self._label_query(q, qctx, inst, readable, key_of, rng, data)
         data.groups.append(group_id)
 
-    def _label_query(self, q, qctx, inst, mems, key_of, rng, data) -> None:
-        cfg = self.cfg
+    def _label_query(self, q, qctx, inst, readable, key_of, rng, data) -> None:
         labels: dict = {}
         adm: dict = {}
-        for m in mems:
+        label = self.labeller.label
+        own_keys = q.rel
+        qid = q.query_id
+        ctx = (qctx.namespaces, qctx.purpose, qctx.subject, qctx.time, qctx.intent)
+        seen = set()
+        for m in readable:
             own = m.instance == q.instance
-            rel = q.rel.get(m.key, "not_useful") if own else "not_useful"
-            if m.namespace not in qctx.namespaces and not (own and m.key in q.rel):
-                continue  # outside the readable namespaces: the default scorer rule (wrong scope)
-            row, a = self.labeller.label(q, qctx, m, rel, q.scenario if own else None)
+            rel = own_keys.get(m.key, "not_useful") if own else "not_useful"
+            row, a = label(qid, ctx, m, rel, q.scenario if own else None)
             labels[m.memory_id] = row
             adm[m.memory_id] = a
+            seen.add(m.memory_id)
             data.labels.append(row)
-        anchors = [key_of[(q.instance, k)] for k, r in q.rel.items() if r == "required"]
-        if not anchors:
+        for k in own_keys:  # explicit labels for the instance's memories outside the readable set
+            m = key_of[(q.instance, k)]
+            if m.memory_id not in seen:
+                row, a = label(qid, ctx, m, own_keys[k], q.scenario)
+                labels[m.memory_id] = row
+                adm[m.memory_id] = a
+                data.labels.append(row)
+        if not any(r == "required" for r in own_keys.values()):
             raise DataConflict(f"query {q.query_id!r} has no required memory")
         cell = inst.cell
         if inst.kind != "unknown_provenance":
-            neg_flags = [
-                (labels[key_of[(q.instance, k)].memory_id]["text_visible"],
-                 labels[key_of[(q.instance, k)].memory_id]["metadata_visible"])
-                for k, r in q.rel.items() if r == "supportive" and adm.get(key_of[(q.instance, k)].memory_id) is False
-            ]
-            if neg_flags and len(set(neg_flags)) == 1:
-                cell = neg_flags[0]
+            neg_flags = set()
+            for k, r in own_keys.items():
+                mid = key_of[(q.instance, k)].memory_id
+                if r == "supportive" and adm.get(mid) is False:
+                    neg_flags.add((labels[mid]["text_visible"], labels[mid]["metadata_visible"]))
+            if len(neg_flags) == 1:
+                cell = neg_flags.pop()
         meta = {
             "query_id": q.query_id, "group_id": qctx.group_id, "scenario": q.scenario,
             "beneficial": q.beneficial, "heldout": bool(inst.heldout_items),
@@ -287,15 +346,15 @@ class SplitGenerator:
         data.query_meta.append(meta)
         if inst.kind == "unknown_provenance":
             return  # unresolved labels: no preferences are derived from them
-        self._triples(q, qctx, inst, mems, key_of, labels, adm, rng, data)
+        self._triples(q, qctx, inst, key_of, labels, adm, rng, data)
 
-    def _triples(self, q, qctx, inst, mems, key_of, labels, adm, rng, data) -> None:
+    def _triples(self, q, qctx, inst, key_of, labels, adm, rng, data) -> None:
         tcfg = self.cfg["triples"]
         pos = [key_of[(q.instance, k)] for k, r in sorted(q.rel.items()) if r == "required"]
         pos = [m for m in pos if adm.get(m.memory_id) is True]
-        inst_negs = [m for m in mems if m.instance == q.instance and adm.get(m.memory_id) is False]
-        others = [m for m in mems if m.instance != q.instance]
-        n_group = tcfg["beneficial_group_negatives"] if q.beneficial else tcfg["group_negatives"]
+        inst_negs = [m for m in self._group_mems if m.instance == q.instance and adm.get(m.memory_id) is False]
+        extra = tcfg["extra_negatives_train"] if self.split == "train" else tcfg["extra_negatives"]
+        n_group = extra if inst_negs else tcfg["fallback_negatives"]
         count = 0
         heldout = bool(inst.heldout_items)
 
@@ -310,22 +369,42 @@ class SplitGenerator:
             })
             count += 1
 
+        group_negs = []
+        if n_group and pos:
+            # Other instances' inadmissible memories, the most word-overlapping with the query first
+            # (a text-only hardness proxy; the encoder-based selection is data_gen.mine's job).
+            words = self._words
+            q_words = words(q.text)
+            cands = []
+            for m in self._group_mems:
+                if m.instance == q.instance:
+                    continue
+                row = labels.get(m.memory_id)
+                if row is None:  # outside the readable namespaces: default rule (scope False)
+                    flags = (False, True)
+                elif adm[m.memory_id] is False:
+                    flags = (row["text_visible"], row["metadata_visible"])
+                else:
+                    continue
+                cands.append((-len(q_words & words(m.text)), m.memory_id, m, flags))
+            cands.sort(key=lambda c: (c[0], c[1]))  # ties: memory ids (shuffled within the group)
+            group_negs = [(c[2], c[3]) for c in cands[:n_group]]
         for p in pos:
             for n in inst_negs:
                 row = labels[n.memory_id]
                 emit(p, n, (row["text_visible"], row["metadata_visible"]))
-            if n_group:
-                cands = []
-                for m in others:
-                    row = labels.get(m.memory_id)
-                    if row is None:  # outside the readable namespaces: default rule (scope False)
-                        cands.append((m, (False, True)))
-                    elif adm[m.memory_id] is False:
-                        cands.append((m, (row["text_visible"], row["metadata_visible"])))
-                same = [c for c in cands if c[0].kind == p.kind]
-                pool = same if len(same) >= n_group else cands
-                for m, flags in rng.sample(pool, min(n_group, len(pool))):
-                    emit(p, m, flags)
+            for n, flags in group_negs:
+                emit(p, n, flags)
+
+
+_STOP = frozenset("""a an and are at be but by can did do does for from has have how i i'd i'm in is it
+it's me my of on or our so that the their them there these this to was we what when where which who
+why will with you your please could would should""".split())
+
+
+def _words(text: str) -> frozenset:
+    words = (w.strip(".,;:!?'\"()").lower() for w in text.split())
+    return frozenset(w for w in words if w and w not in _STOP)
 
 
 # --------------------------------------------------------------------------- top level
@@ -341,13 +420,19 @@ def generate(cfg: dict, progress: bool = False) -> tuple[dict, dict]:
     labeller = Labeller(rules)
     forbidden: dict = {}
     splits = {}
-    for split in SPLITS:
-        data = SplitGenerator(cfg, split, rules, labeller, forbidden).run(progress)
-        for row in data.memories:
-            forbidden.setdefault(row["text"], split)
-        for row in data.queries:
-            forbidden.setdefault(row["text"], split)
-        splits[split] = data
+    was_enabled = gc.isenabled()
+    gc.disable()  # ~10^5 small dicts that all stay alive: collection passes only cost time
+    try:
+        for split in SPLITS:
+            data = SplitGenerator(cfg, split, rules, labeller, forbidden).run(progress)
+            for row in data.memories:
+                forbidden.setdefault(row["text"], split)
+            for row in data.queries:
+                forbidden.setdefault(row["text"], split)
+            splits[split] = data
+    finally:
+        if was_enabled:
+            gc.enable()
     return splits, heldout_description()
 
 
@@ -394,12 +479,40 @@ def sizes_of(splits: dict) -> dict:
     return out
 
 
+_J = {True: "true", False: "false", None: "null"}
+
+
+def _label_line(row: dict, encode) -> str:
+    """One labels.jsonl line, byte-identical to the sorted-key JSON encoder (checked by the tests).
+    Ids, scenario names and reason codes are plain ASCII words, so they need no escaping."""
+    reasons = row["policy_reasons"]
+    scen = row["scenario"]
+    return (
+        f'{{"lifecycle": {_J[row["lifecycle"]]}, "memory_id": "{row["memory_id"]}", '
+        f'"metadata_visible": {_J[row["metadata_visible"]]}, "policy": {_J[row["policy"]]}, '
+        f'"policy_reasons": {encode(reasons) if reasons else "[]"}, "query_id": "{row["query_id"]}", '
+        f'"relevance": "{row["relevance"]}", "scenario": {"null" if scen is None else chr(34) + scen + chr(34)}, '
+        f'"scope": {_J[row["scope"]]}, "text_visible": {_J[row["text_visible"]]}}}\n'
+    )
+
+
+def _write_jsonl(path: Path, rows: list) -> None:
+    """Sorted-key JSON lines, byte-identical to ``memgate.records.write_jsonl`` (one encoder)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    encode = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode
+    with path.open("w", encoding="utf-8") as handle:
+        if path.name == "labels.jsonl":
+            handle.writelines(_label_line(row, encode) for row in rows)
+        else:
+            handle.writelines(encode(row) + "\n" for row in rows)
+
+
 def write_splits(splits: dict, out_dir: Path) -> str:
     """Write the split files; return the data hash over exactly them (sorted path order)."""
     out_dir = Path(out_dir)
     for split, data in splits.items():
         for filename in SPLIT_FILES:
-            write_jsonl(out_dir / split / filename, data.rows(filename))
+            _write_jsonl(out_dir / split / filename, data.rows(filename))
     return data_hash(out_dir)
 
 
