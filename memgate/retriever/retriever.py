@@ -27,9 +27,9 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 import numpy as np
 import torch
@@ -331,6 +331,36 @@ def _scopes_from_key(key: tuple) -> tuple:
     return tuple(None if s is None else SupersessionScope(*s) for s in key)
 
 
+class _Verdicts(NamedTuple):
+    sig: np.ndarray  # signature id per support position
+    a: np.ndarray  # admissibility code per support position
+    keep: np.ndarray  # survives Kleene exclusion
+    info: dict  # signature id -> (resolved lifecycle, admissible, reasons, unresolved axes)
+
+
+@dataclass
+class _Ranking:
+    final: np.ndarray  # index positions, best first (at most k)
+    cos_of: dict  # position -> exact cosine (the head)
+    gate_scores: dict  # position -> gate score (the re-scored head)
+    dropped: list  # GateDrop
+    gated: bool
+    depth: int
+    cos: np.ndarray  # cosine per support position
+    exact_cos: Any
+
+
+class _Stopwatch:
+    def __init__(self) -> None:
+        self.laps: dict[str, float] = {}
+        self._t = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.laps[name] = (now - self._t) * 1e3
+        self._t = now
+
+
 def gate_fingerprint(gate: MemGate) -> str:
     h = hashlib.sha256()
     for name, tensor in sorted(gate.state_dict().items()):
@@ -627,165 +657,176 @@ class GatedRetriever:
         if self._action_policy is not None:
             action_query = _actions.ActionQuery(intent=context.intent, asks=asks,
                                                 proposed_action=proposed_action, risk=risk)
-        timings: dict[str, float] = {}
-        t0 = time.perf_counter()
+        clock = _Stopwatch()
         self._refresh()
+        support = self._support(readable)
+        q = self._embed(query_text).astype(np.float32)
+        clock.lap("encode_ms")
+        verdicts = self._verdicts(support, context, readable)
+        clock.lap("exclusion_ms")
+        ranking = self._rank(q, support, verdicts.keep, k)
+        clock.lap("rank_ms")
+        items = self._items(ranking, verdicts, readable)
+        clock.lap("fetch_ms")
+        items = self._with_actions(items, action_query)
+        clock.lap("actions_ms")
+        excluded, counts = self._exclusions(support, verdicts, ranking)
+        result = RetrievalResult(
+            query_id=context.query_id, principal=context.principal,
+            namespaces=tuple(sorted(readable)), route=self.route, k=k, items=tuple(items),
+            excluded=tuple(excluded), dropped=tuple(ranking.dropped), excluded_counts=counts,
+            candidates=int(len(support)),
+            unresolved_kept=int(((verdicts.a == _A_NONE) & verdicts.keep).sum()),
+            gate_version=self.gate_version if ranking.gated else None,
+            policy_version=self.config.policy_version,
+            action_policy_version=self.action_policy_version, timings_ms=clock.laps,
+        )
+        self._log_retrieval(result, context)
+        return result
+
+    def _support(self, readable: frozenset) -> np.ndarray:
+        """Index positions of live records in the readable namespaces (the candidate support)."""
         idx = self._index
         n = len(idx.ids)
         codes = np.array([idx.ns_code[ns] for ns in readable if ns in idx.ns_code], dtype=np.int32)
-        support = np.flatnonzero(idx.alive[:n] & np.isin(idx.ns[:n], codes))
-        q = self._embed(query_text).astype(np.float32)
-        t1 = time.perf_counter()
-        timings["encode_ms"] = (t1 - t0) * 1e3
+        return np.flatnonzero(idx.alive[:n] & np.isin(idx.ns[:n], codes))
 
-        # Kleene exclusion over the whole support, one verdict per distinct metadata signature
+    def _verdicts(self, support: np.ndarray, context: QueryContext, readable: frozenset) -> "_Verdicts":
+        """Kleene verdicts for the whole support, one per distinct metadata signature, through
+        :func:`memgate.records.route_verdict` (the one implementation of the semantics)."""
+        idx = self._index
         verdict_ctx = QueryContext(
             query_id=context.query_id, text="", principal=context.principal, namespaces=readable,
             purpose=context.purpose, intent=context.intent, time=context.time,
             subject=context.subject)
         sig = idx.sig[support]
-        present = np.unique(sig)
         a_code = np.zeros(len(idx.sig_keys), dtype=np.int8)
         info: dict[int, tuple] = {}
-        rules = self.config.policy_rules
-        for s in present.tolist():
+        for s in np.unique(sig).tolist():
             ns, tags, state, scopes, (vf, vt) = idx.sig_keys[s]
             window = None if vf is None and vt is None else SupersessionScope(None, vf, vt)
             resolved = resolve_lifecycle(state, _scopes_from_key(scopes), window,
                                          context.subject, context.time)
             record = MemoryRecord(memory_id="sig", text="", namespace=ns, policy_tags=tags,
                                   lifecycle_state=resolved)
-            verdict = route_verdict(record, verdict_ctx, rules)
+            verdict = route_verdict(record, verdict_ctx, self.config.policy_rules)
             a = verdict.admissible
             a_code[s] = _A_TRUE if a is True else _A_FALSE if a is False else _A_NONE
             reasons = verdict.exclusion_reasons
             if a is None and self.config.fail_mode == "closed":
                 reasons = ("unresolved:" + ",".join(verdict.unresolved_axes),)
-            info[s] = (resolved, a, reasons, verdict.unresolved_axes)
-        a_cand = a_code[sig]
-        keep = a_cand == _A_TRUE if self.config.fail_mode == "closed" else a_cand != _A_FALSE
-        t2 = time.perf_counter()
-        timings["exclusion_ms"] = (t2 - t1) * 1e3
+            info[s] = (resolved, a, tuple(reasons), tuple(verdict.unresolved_axes))
+        a = a_code[sig]
+        keep = a == _A_TRUE if self.config.fail_mode == "closed" else a != _A_FALSE
+        return _Verdicts(sig, a, keep, info)
 
-        # exact cosine over the support
+    def _rank(self, q: np.ndarray, support: np.ndarray, keep: np.ndarray, k: int) -> "_Ranking":
+        """Exact cosine over the support, top ``max(k, rerank_depth)`` of the kept candidates,
+        gate re-scoring (and calibrated drops) of the cosine's top ``rerank_depth``."""
+        idx = self._index
         matrix = self.store.vector_matrix()
         slots = idx.slot[support]
         if len(support) > 0.25 * matrix.shape[0]:
-            cos = (np.asarray(matrix) @ q)[slots]
+            cos = (np.asarray(matrix) @ q)[slots]  # one pass over the file beats a gather
         else:
             cos = np.asarray(matrix[slots]) @ q
         cos = cos.astype(np.float64)
-        gated = self.gate is not None and self.config.use_gate
-        depth = max(k, self.config.rerank_depth) if gated else k
+
         def exact_cos(pos: np.ndarray) -> np.ndarray:
             rows = np.asarray(matrix[idx.slot[pos]], dtype=np.float32)
             return (rows * q).sum(axis=1, dtype=np.float64)
 
-        kept_pos = support[keep]
-        head_pos, head_cos = self._top(kept_pos, cos[keep], depth, exact_cos)
-        t3 = time.perf_counter()
-        timings["cosine_ms"] = (t3 - t2) * 1e3
+        gated = self.gate is not None and self.config.use_gate
+        depth = max(k, self.config.rerank_depth) if gated else k
+        head, head_cos = self._top(support[keep], cos[keep], depth, exact_cos)
+        ranking = _Ranking(head[:k], dict(zip(head.tolist(), head_cos.tolist())), {}, [], gated,
+                           depth, cos, exact_cos)
+        if not gated or not len(head):
+            return ranking
+        d = self.config.rerank_depth
+        g_pos, g_cos, g_slots = head[:d], head_cos[:d], idx.slot[head[:d]]
+        V = np.ascontiguousarray(matrix[g_slots], dtype=np.float32)
+        with torch.no_grad():
+            if self.config.precompute and self._vpart is not None:
+                s = self.gate.score_precomputed(q, V, self._vpart[g_slots]).numpy()
+            else:
+                s = self.gate.score(q, V).numpy()
+        s = s.astype(np.float64)
+        keep_g = np.ones(len(g_pos), dtype=bool)
+        if self.drop_threshold is not None:
+            suppression = g_cos - s
+            keep_g = suppression < self.drop_threshold
+            ranking.dropped.extend(
+                GateDrop(idx.ids[p], float(sup), self.drop_threshold)
+                for p, sup, kept in zip(g_pos.tolist(), suppression, keep_g) if not kept)
+        ranking.gate_scores.update(zip(g_pos.tolist(), s.tolist()))
+        by_gate, _ = self._top(g_pos[keep_g], s[keep_g], len(g_pos))
+        ranking.final = np.concatenate([by_gate, head[d:]])[:k]
+        return ranking
 
-        # gate re-scoring of the cosine's top rerank_depth
-        dropped: list[GateDrop] = []
-        gate_scores: dict[int, float] = {}
-        if gated and len(head_pos):
-            g_pos = head_pos[: self.config.rerank_depth]
-            g_cos = head_cos[: self.config.rerank_depth]
-            g_slots = idx.slot[g_pos]
-            V = np.ascontiguousarray(matrix[g_slots], dtype=np.float32)
-            with torch.no_grad():
-                if self.config.precompute and self._vpart is not None:
-                    s = self.gate.score_precomputed(q, V, self._vpart[g_slots]).numpy()
-                else:
-                    s = self.gate.score(q, V).numpy()
-            s = s.astype(np.float64)
-            keep_g = np.ones(len(g_pos), dtype=bool)
-            if self.drop_threshold is not None:
-                suppression = g_cos - s
-                keep_g = suppression < self.drop_threshold
-                dropped = [GateDrop(idx.ids[p], float(sup), self.drop_threshold)
-                           for p, sup, kg in zip(g_pos, suppression, keep_g) if not kg]
-            gate_scores = {int(p): float(v) for p, v in zip(g_pos, s)}
-            ranked_g, _ = self._top(g_pos[keep_g], s[keep_g], len(g_pos))
-            final = np.concatenate([ranked_g, head_pos[self.config.rerank_depth:]])[:k]
-        else:
-            final = head_pos[:k]
-        cos_of = dict(zip(head_pos.tolist(), head_cos.tolist()))
-        t4 = time.perf_counter()
-        timings["gate_ms"] = (t4 - t3) * 1e3
-
-        # record fetch for the survivors only
-        final_ids = [idx.ids[p] for p in final.tolist()]
-        records = self.store.get_many(final_ids)
+    def _items(self, ranking: "_Ranking", verdicts: "_Verdicts", readable: frozenset) -> list:
+        """Fetch the records of the final ranking only (text, action attributes)."""
+        idx = self._index
+        final = ranking.final.tolist()
+        records = self.store.get_many(idx.ids[p] for p in final)
         items: list[RetrievedItem] = []
-        for p, memory_id in zip(final.tolist(), final_ids):
-            record = records.get(memory_id)
+        for p in final:
+            record = records.get(idx.ids[p])
             if record is None or record.forgotten:
                 continue  # forgotten by another process since the index refresh
             if record.namespace not in readable:  # defence in depth: never cross the ACL
-                raise AssertionError(f"index returned {memory_id!r} outside the readable namespaces")
-            resolved, a, _, unresolved = info[int(idx.sig[p])]
-            g = gate_scores.get(p)
+                raise AssertionError(f"index returned {record.memory_id!r} outside the readable namespaces")
+            resolved, a, _, unresolved = verdicts.info[int(idx.sig[p])]
+            g = ranking.gate_scores.get(p)
+            cos = ranking.cos_of[p]
             items.append(RetrievedItem(
-                memory_id=memory_id, rank=len(items) + 1, text=record.text,
-                namespace=record.namespace, score=g if g is not None else cos_of[p],
-                cosine=cos_of[p], gate_score=g, lifecycle=resolved, admissible=a,
-                unresolved=tuple(unresolved) if a is None else (), needs_review=record.needs_review,
+                memory_id=record.memory_id, rank=len(items) + 1, text=record.text,
+                namespace=record.namespace, score=cos if g is None else g, cosine=cos,
+                gate_score=g, lifecycle=resolved, admissible=a,
+                unresolved=unresolved if a is None else (), needs_review=record.needs_review,
                 review_reasons=record.review_reasons, action=None, action_binding=(), memory=record,
             ))
-        t5 = time.perf_counter()
-        timings["fetch_ms"] = (t5 - t4) * 1e3
+        return items
 
-        # allowed actions for the returned memories
-        if action_query is not None and items:
-            rows = []
-            for it in items:
-                row = it.memory.action_fields()
-                row["lifecycle_state"] = it.lifecycle
-                rows.append(row)
-            decisions = _actions.decide_actions(rows, action_query, self.config.action_preset,
-                                                self._action_policy)
-            by_id = {d.memory_id: d for d in decisions}
-            items = [
-                RetrievedItem(**{**it.__dict__, "action": by_id[it.memory_id].action,
-                                 "action_binding": by_id[it.memory_id].binding})
-                for it in items
-            ]
-        t6 = time.perf_counter()
-        timings["actions_ms"] = (t6 - t5) * 1e3
+    def _with_actions(self, items: list, action_query: Any) -> list:
+        """Allowed actions (memgate.actions) for the returned memories, with the lifecycle
+        resolved for this query and contradictions among them."""
+        if action_query is None or not items:
+            return items  # hook: without memgate.actions, items carry action=None
+        rows = []
+        for it in items:
+            row = it.memory.action_fields()
+            row["lifecycle_state"] = it.lifecycle
+            rows.append(row)
+        decisions = _actions.decide_actions(rows, action_query, self.config.action_preset,
+                                            self._action_policy)
+        by_id = {d.memory_id: d for d in decisions}
+        return [replace(it, action=by_id[it.memory_id].action,
+                        action_binding=by_id[it.memory_id].binding) for it in items]
 
-        # exclusions worth naming: those the unfiltered cosine ranking would have considered
+    def _exclusions(self, support: np.ndarray, verdicts: "_Verdicts",
+                    ranking: "_Ranking") -> tuple[list, dict]:
+        """Excluded ids the unfiltered cosine ranking would have considered (with reasons and
+        their rank there), and counts by reason over the whole support."""
+        idx = self._index
         log_depth = self.config.log_excluded_depth
-        log_depth = depth if log_depth is None else log_depth
+        log_depth = ranking.depth if log_depth is None else log_depth
         excluded: list[Exclusion] = []
-        if log_depth and (~keep).any():
-            top_all, _ = self._top(support, cos, log_depth, exact_cos)
-            excluded_set = set(support[~keep].tolist())
+        dropped = ~verdicts.keep
+        if log_depth and dropped.any():
+            top_all, _ = self._top(support, ranking.cos, log_depth, ranking.exact_cos)
+            out = set(support[dropped].tolist())
             for rank, p in enumerate(top_all.tolist(), start=1):
-                if p in excluded_set:
-                    resolved, _, reasons, unresolved = info[int(idx.sig[p])]
-                    excluded.append(Exclusion(idx.ids[p], tuple(reasons), tuple(unresolved),
-                                              resolved, rank))
+                if p in out:
+                    resolved, _, reasons, unresolved = verdicts.info[int(idx.sig[p])]
+                    excluded.append(Exclusion(idx.ids[p], reasons, unresolved, resolved, rank))
         counts: dict[str, int] = {}
-        per_sig = np.bincount(sig[~keep], minlength=len(idx.sig_keys)) if len(sig) else []
-        for s, c in enumerate(per_sig):
-            if c:
-                for reason in info[s][2]:
-                    counts[reason] = counts.get(reason, 0) + int(c)
-        unresolved_kept = int(((a_cand == _A_NONE) & keep).sum())
-
-        result = RetrievalResult(
-            query_id=context.query_id, principal=context.principal,
-            namespaces=tuple(sorted(readable)), route=self.route, k=k, items=tuple(items),
-            excluded=tuple(excluded), dropped=tuple(dropped), excluded_counts=counts,
-            candidates=int(len(support)), unresolved_kept=unresolved_kept,
-            gate_version=self.gate_version if gated else None,
-            policy_version=self.config.policy_version,
-            action_policy_version=self.action_policy_version, timings_ms=timings,
-        )
-        self._log_retrieval(result, context)
-        return result
+        if len(verdicts.sig):
+            per_sig = np.bincount(verdicts.sig[dropped], minlength=len(idx.sig_keys))
+            for s in np.flatnonzero(per_sig).tolist():
+                for reason in verdicts.info[s][2]:
+                    counts[reason] = counts.get(reason, 0) + int(per_sig[s])
+        return excluded, counts
 
     def _top(self, positions: np.ndarray, scores: np.ndarray, n: int,
              exact: Any = None) -> tuple[np.ndarray, np.ndarray]:

@@ -1,0 +1,221 @@
+"""Retriever latency: what the gate adds to an exact top-100 over 100,000 in-memory vectors.
+
+    python -m benchmarks.bench_retriever [--n 100000] [--repeats 30] [--threads 2] [--out FILE]
+
+Measured side by side in one run, interleaved round-robin so that background load hits every
+variant alike; every figure is a median over ``--repeats`` (p90 beside it):
+
+- ``top_ms``: exact cosine of one query against N unit vectors (float32 matrix-vector product)
+  plus top-100 selection (argpartition + sort of the 100). No record fetch.
+- per width in {256, 512, 1024} (512 is the default ``MemGate``):
+  ``gate_ms_per_100``: ``MemGate.score(q, V)`` for the 100 candidates (plain, no precomputation);
+  ``gate_pre_ms_per_100``: ``MemGate.score_precomputed(q, V, v_part)`` with the memory part
+  ``W_v v`` computed once per memory beforehand (the write-time split);
+  ``overhead_ratio`` / ``overhead_ratio_pre``: median(top-100 + gate, timed as one block) /
+  median(top-100).
+- ``precomputed_mb``: memory held by the precomputed first-layer parts of N memories
+  (N x hidden x 4 bytes) beside ``vectors_mb`` (N x d x 4 bytes), and the one-off cost of
+  computing them (``precompute_s``).
+
+Targets from issue 8 (default width, 2 threads): gate_ms_per_100 <= 2 ms and
+overhead_ratio <= 1.2. Torch and the BLAS behind numpy are both limited to ``--threads``.
+Nothing is written unless ``--out`` is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from memgate.gate import MemGate, MemGateConfig
+
+WIDTHS = (256, 512, 1024)
+DEFAULT_WIDTH = MemGateConfig().hidden
+TOP = 100
+
+
+def _limit_threads(threads: int):
+    torch.set_num_threads(threads)
+    try:
+        from threadpoolctl import threadpool_limits
+
+        return threadpool_limits(limits=threads)
+    except ImportError:  # pragma: no cover
+        return None
+
+
+def _top(M: np.ndarray, q: np.ndarray, k: int) -> np.ndarray:
+    s = M @ q
+    idx = np.argpartition(-s, k)[:k]
+    return idx[np.argsort(-s[idx], kind="stable")]
+
+
+def run(n: int = 100_000, dim: int = 384, repeats: int = 30, threads: int = 2,
+        widths=WIDTHS, seed: int = 0, warmup: int = 3) -> dict:
+    limiter = _limit_threads(threads)
+    rng = np.random.default_rng(seed)
+    M = rng.standard_normal((n, dim), dtype=np.float32)
+    M /= np.linalg.norm(M, axis=1, keepdims=True)
+    queries = rng.standard_normal((repeats + warmup, dim), dtype=np.float32)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+
+    gates, vparts, info = {}, {}, {}
+    for h in widths:
+        torch.manual_seed(seed)
+        gate = MemGate(MemGateConfig(dim=dim, hidden=h)).eval()
+        with torch.no_grad():
+            t0 = time.perf_counter()
+            vpart = np.concatenate([
+                gate.precompute_memory(M[i : i + 8192]).numpy() for i in range(0, n, 8192)])
+            precompute_s = time.perf_counter() - t0
+        gates[h], vparts[h] = gate, vpart
+        info[h] = {
+            "hidden": h,
+            "parameters": gate.num_parameters(),
+            "precomputed_mb": vpart.nbytes / 1e6,
+            "precompute_s": precompute_s,
+        }
+
+    timings: dict[str, list[float]] = {"top": []}
+    for h in widths:
+        for key in ("gate", "gate_pre", "top_gate", "top_gate_pre"):
+            timings[f"{key}@{h}"] = []
+
+    def clock(fn):
+        t0 = time.perf_counter_ns()
+        fn()
+        return (time.perf_counter_ns() - t0) / 1e6
+
+    with torch.no_grad():
+        for r in range(warmup + repeats):
+            q = queries[r]
+            qt = torch.from_numpy(q)
+            idx = _top(M, q, TOP)
+            row = {"top": clock(lambda: _top(M, q, TOP))}
+            for h in widths:
+                gate, vpart = gates[h], vparts[h]
+
+                def plain():
+                    gate.score(qt, torch.from_numpy(M[idx]))
+
+                def pre():
+                    gate.score_precomputed(qt, torch.from_numpy(M[idx]),
+                                           torch.from_numpy(vpart[idx]))
+
+                def top_plain():
+                    i = _top(M, q, TOP)
+                    gate.score(qt, torch.from_numpy(M[i]))
+
+                def top_pre():
+                    i = _top(M, q, TOP)
+                    gate.score_precomputed(qt, torch.from_numpy(M[i]), torch.from_numpy(vpart[i]))
+
+                row[f"gate@{h}"] = clock(plain)
+                row[f"gate_pre@{h}"] = clock(pre)
+                row[f"top_gate@{h}"] = clock(top_plain)
+                row[f"top_gate_pre@{h}"] = clock(top_pre)
+            if r >= warmup:
+                for key, value in row.items():
+                    timings[key].append(value)
+
+    med = {k: float(np.median(v)) for k, v in timings.items()}
+    p90 = {k: float(np.percentile(v, 90)) for k, v in timings.items()}
+    widths_out = []
+    for h in widths:
+        widths_out.append({
+            **info[h],
+            "gate_ms_per_100": med[f"gate@{h}"],
+            "gate_ms_per_100_p90": p90[f"gate@{h}"],
+            "gate_pre_ms_per_100": med[f"gate_pre@{h}"],
+            "gate_pre_ms_per_100_p90": p90[f"gate_pre@{h}"],
+            "top_plus_gate_ms": med[f"top_gate@{h}"],
+            "top_plus_gate_pre_ms": med[f"top_gate_pre@{h}"],
+            "overhead_ratio": med[f"top_gate@{h}"] / med["top"],
+            "overhead_ratio_pre": med[f"top_gate_pre@{h}"] / med["top"],
+        })
+    if limiter is not None:
+        limiter.unregister() if hasattr(limiter, "unregister") else None
+    return {
+        "n": n,
+        "dim": dim,
+        "top": TOP,
+        "threads": threads,
+        "repeats": repeats,
+        "top_ms": med["top"],
+        "top_ms_p90": p90["top"],
+        "vectors_mb": M.nbytes / 1e6,
+        "default_width": DEFAULT_WIDTH,
+        "widths": widths_out,
+        "targets": {"gate_ms_per_100": 2.0, "overhead_ratio": 1.2},
+        "machine": {
+            "cpu_count": os.cpu_count(),
+            "load_avg_1m": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+        },
+    }
+
+
+def format_report(res: dict) -> str:
+    t = res["targets"]
+    lines = [
+        f"retriever latency: top-{res['top']} over {res['n']:,} x {res['dim']} float32 vectors, "
+        f"{res['threads']} threads, medians of {res['repeats']} interleaved repeats "
+        f"(1-min load average {res['machine']['load_avg_1m']:.2f} on {res['machine']['cpu_count']} cores)",
+        f"  top-{res['top']} exact cosine (no gate, no record fetch): {res['top_ms']:.2f} ms "
+        f"(p90 {res['top_ms_p90']:.2f})",
+        "",
+        "  width  params   gate ms/100  ratio   | write-time split: gate ms/100  ratio   "
+        "| precomputed MB  (vectors MB)  precompute s",
+    ]
+    for w in res["widths"]:
+        mark = " (default)" if w["hidden"] == res["default_width"] else ""
+        lines.append(
+            f"  {w['hidden']:>5}  {w['parameters'] / 1e6:5.2f}M  {w['gate_ms_per_100']:8.2f}     "
+            f"{w['overhead_ratio']:5.3f}   |                   {w['gate_pre_ms_per_100']:8.2f}     "
+            f"{w['overhead_ratio_pre']:5.3f}   | {w['precomputed_mb']:10.1f}      "
+            f"({res['vectors_mb']:.1f})     {w['precompute_s']:6.2f}{mark}"
+        )
+    default = next(w for w in res["widths"] if w["hidden"] == res["default_width"])
+    lines += [
+        "",
+        f"  targets at the default width: gate_ms_per_100 <= {t['gate_ms_per_100']} ms -> "
+        f"{default['gate_ms_per_100']:.2f} ms ({'met' if default['gate_ms_per_100'] <= t['gate_ms_per_100'] else 'NOT met'}), "
+        f"with the split {default['gate_pre_ms_per_100']:.2f} ms "
+        f"({'met' if default['gate_pre_ms_per_100'] <= t['gate_ms_per_100'] else 'NOT met'}); "
+        f"overhead_ratio <= {t['overhead_ratio']} -> {default['overhead_ratio']:.3f} "
+        f"({'met' if default['overhead_ratio'] <= t['overhead_ratio'] else 'NOT met'}), "
+        f"with the split {default['overhead_ratio_pre']:.3f} "
+        f"({'met' if default['overhead_ratio_pre'] <= t['overhead_ratio'] else 'NOT met'})",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--n", type=int, default=100_000)
+    p.add_argument("--dim", type=int, default=384)
+    p.add_argument("--repeats", type=int, default=30)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--widths", type=int, nargs="+", default=list(WIDTHS))
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, default=None, help="also write the figures as JSON here")
+    args = p.parse_args(argv)
+    res = run(n=args.n, dim=args.dim, repeats=args.repeats, threads=args.threads,
+              widths=tuple(args.widths), seed=args.seed)
+    print(format_report(res))
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(res, indent=2, sort_keys=True) + "\n")
+    return res
+
+
+if __name__ == "__main__":
+    main()
