@@ -8,6 +8,7 @@ sentence-transformers model name or path works by config for users with hub acce
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sqlite3
 from dataclasses import asdict, dataclass
@@ -144,6 +145,10 @@ class Encoder:
 
     @property
     def dim(self) -> int:
+        if self._model is None and self.config.is_bundled:
+            # Known without loading the model (identity checks on a warm cache stay cheap).
+            pooling = json.loads((bundled_model_path() / "1_Pooling" / "config.json").read_text())
+            return int(pooling["word_embedding_dimension"])
         model = self.model
         getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
         return int(getter())

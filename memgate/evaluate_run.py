@@ -66,7 +66,7 @@ def prepare(source: EvalSource, encoder: Encoder) -> PreparedSource:
 
 
 def test_preferences(gate: MemGate, data_dir: Path, encoder: Encoder) -> dict:
-    from memgate.training import read_triples  # lazily: memgate.training imports Lightning
+    from memgate.triples import read_triples
 
     rows = read_triples(Path(data_dir) / "test" / "triples.jsonl", text_visible_only=True)
     texts = sorted({r[k] for r in rows for k in ("query_text", "pos_text", "neg_text")})

@@ -101,6 +101,9 @@ def run_source(prepared: PreparedSource, settings: EvalSettings, gate=None) -> S
         per_query, rankings = [], []
         n_cos = n_gate = 0
         route_fns = _route_functions(name, runner, source, settings)
+        if spec is not None and spec.gated:
+            # One batched pass over every (query, candidate) pair the route will re-score.
+            scorer.prefetch({qi: runner.head(qi, spec) for qi in range(len(source.queries))})
         for qi, query in enumerate(source.queries):
             anchors = source.anchor_groups.get(query.query_id, [])
             runs = [fn(qi, k_max) for fn in route_fns]

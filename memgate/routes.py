@@ -87,14 +87,27 @@ class GateScorer:
         self.gate_scorings = 0
 
     @torch.no_grad()
+    def prefetch(self, wanted: dict, chunk: int = 8192) -> None:
+        """Score many (query, memory) pairs in large batches: {query index: memory indices}."""
+        qs, ms = [], []
+        for qi, candidates in wanted.items():
+            cached = self._cache.setdefault(qi, {})
+            for c in candidates:
+                if int(c) not in cached:
+                    qs.append(qi)
+                    ms.append(int(c))
+        for start in range(0, len(qs), chunk):
+            qi_t = torch.as_tensor(qs[start:start + chunk], dtype=torch.long)
+            mi_t = torch.as_tensor(ms[start:start + chunk], dtype=torch.long)
+            values = self.gate.score(self.Q[qi_t], self.M[mi_t].unsqueeze(1))[:, 0].tolist()
+            for qi, mi, value in zip(qs[start:start + chunk], ms[start:start + chunk], values):
+                self._cache[qi][mi] = value
+            self.gate_scorings += len(values)
+
     def scores(self, qi: int, candidates: np.ndarray) -> np.ndarray:
         cached = self._cache.setdefault(qi, {})
-        missing = [int(c) for c in candidates if int(c) not in cached]
-        if missing:
-            idx = torch.as_tensor(missing, dtype=torch.long)
-            values = self.gate.score(self.Q[qi], self.M[idx]).numpy()
-            cached.update(zip(missing, values.tolist()))
-            self.gate_scorings += len(missing)
+        if any(int(c) not in cached for c in candidates):
+            self.prefetch({qi: candidates})
         return np.array([cached[int(c)] for c in candidates], dtype=np.float64)
 
 
@@ -230,6 +243,13 @@ class RouteRunner:
                 if a is False or (spec.kleene == "closed" and a is None):
                     keep[j] = False
         return np.flatnonzero(keep)
+
+    def head(self, qi: int, spec: RouteSpec) -> np.ndarray:
+        """The candidates a re-scoring route sends to the gate: its top ``rerank_depth``."""
+        pool = self.view.pools[self.view.queries[qi].query_id]
+        positions = self.support(qi, spec)
+        scores = self.base_scores(qi, spec, positions)
+        return rank_by_score(self.ids_rank, pool[positions], scores)[: self.rerank_depth]
 
     def run(self, qi: int, spec: RouteSpec, k: int) -> RouteResult:
         pool = self.view.pools[self.view.queries[qi].query_id]

@@ -22,7 +22,7 @@ from torch.utils.data import DataLoader, Dataset
 from memgate.encoder import Encoder
 from memgate.gate import MemGate
 from memgate.objective import LossConfig, preference_loss
-from memgate.records import iter_jsonl
+from memgate.triples import read_triples  # noqa: F401  (re-exported)
 from memgate.seeding import component_rng
 
 log = logging.getLogger(__name__)
@@ -46,20 +46,6 @@ class PreferenceSet:
 
     def __len__(self) -> int:
         return len(self.q)
-
-
-def read_triples(path: Path, text_visible_only: bool) -> list[dict]:
-    rows = []
-    for lineno, row in iter_jsonl(path):
-        for key in ("query_text", "pos_text", "neg_text"):
-            if not isinstance(row.get(key), str):
-                raise ValueError(f"{path}:{lineno}: field {key!r} must be a string")
-        if text_visible_only and row.get("text_visible") is not True:
-            continue
-        rows.append(row)
-    if not rows:
-        raise ValueError(f"{path}: no usable triples (text_visible_only={text_visible_only})")
-    return rows
 
 
 def build_preferences(
@@ -187,7 +173,8 @@ class MemGateModule(L.LightningModule):
         q, pos, negs, mask = self._gather(batch)
         losses, diag = preference_loss(self.loss_config, self.gate, q, pos, negs, mask)
         loss = losses.mean()
-        self.log_dict({f"train/{k}": v for k, v in diag.items()}, batch_size=len(q), prog_bar=False)
+        self.log_dict({f"train/{k}": v for k, v in diag.items() if k != "loss"},
+                      batch_size=len(q), prog_bar=False)
         self.log("train/loss", loss, batch_size=len(q), prog_bar=True)
         return loss
 
