@@ -332,6 +332,8 @@ class InstanceBuilder:
         thing, thing2 = fill(topic["thing"], slots), fill(topic["thing2"], slots)
         v = value(topic["vtype"], rng, self.ctx.ents)
         v2 = value(topic["vtype2"], rng, self.ctx.ents)
+        if rng.random() < 0.5:  # either detail of the pair may be the forgotten one
+            thing, thing2, v, v2 = thing2, thing, v2, v
         mv = rng.random() < cfg["lifecycle_metadata_coverage"]
         detail_tpl, sibling_tpl = rng.choice(C.DETAIL_TEXTS), rng.choice(C.DETAIL_TEXTS)
         detail_age = rng.randint(30, 400)
@@ -410,6 +412,8 @@ class InstanceBuilder:
         owner, other = self.pick_owner_other()
         slots = self.slots(owner, other)
         thing, thing2 = fill(topic["thing"], slots), fill(topic["thing2"], slots)
+        if rng.random() < 0.5:
+            thing, thing2 = thing2, thing
         old, new = distinct_values(topic["vtype"], rng, self.ctx.ents)
         v2 = value(topic["vtype"], rng, self.ctx.ents)
         tags = (f"domain:{topic['domain']}",)

@@ -25,8 +25,8 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "seed": 0,
     "splits": {
         "train": {"groups": 240},
-        "dev": {"groups": 16},
-        "test": {"groups": 52},
+        "dev": {"groups": 14},
+        "test": {"groups": 46},
     },
     "group": {
         "principals": [2, 4],  # inclusive range of principals per group
@@ -37,7 +37,7 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "scenario_weights": {name: 1.0 for name in INSTANCE_TYPES},
     "queries": {
         "risk": 3,  # risk queries per instance (distinct templates)
-        "beneficial": 1,  # beneficial-control queries per instance
+        "beneficial": 2,  # beneficial-control queries per instance
         "history": 1,  # history-intent queries per superseded instance
         "unknown_intent_share": 0.1,  # risk/control queries of policy scenarios with intent "unknown"
         "forgotten_history_share": 0.25,  # forgotten queries asked with history intent
@@ -62,11 +62,11 @@ DEFAULT_CONFIG: dict[str, Any] = {
         "extra_negatives": 0,  # ... when it has one
         # per-split override of extra_negatives: more (easier) volume for training only, so that
         # dev/test triples stay the scenario pairs the hardness and preference figures are about
-        "extra_negatives_train": 2,
+        "extra_negatives_train": 1,
     },
     "heldout": {
-        "entity_group_share": 0.25,  # test groups drawn entirely from held-out entity pools
-        "instance_share": 0.35,  # other test instances with held-out templates (and topics)
+        "entity_group_share": 0.2,  # test groups drawn entirely from held-out entity pools
+        "instance_share": 0.3,  # other test instances with held-out templates (and topics)
         "topic_share": 0.6,  # of those, the share that also use a held-out topic
     },
     "audit": {

@@ -1,0 +1,376 @@
+"""Synthetic generator: contract, determinism, held-out hygiene, label invariants (tiny config)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from memgate.admissibility import PolicyRules, and3
+from memgate.records import MemoryRecord, PairLabel, QueryContext, route_verdict
+from memgate.sources import wrong_scope_or_error
+
+from data_gen import content as C
+from data_gen.build import SCENARIOS, InstanceBuilder, Slots, fill
+from data_gen.config import ConfigError, load_config, resolve
+from data_gen.generate import (
+    NEGATIVE_KINDS,
+    SPLIT_FILES,
+    SPLITS,
+    DataConflict,
+    Labeller,
+    generate,
+    generate_from_config,
+    run,
+)
+from data_gen.policy import DEFAULT_POLICY_RULES
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ROOT / "configs" / "data" / "tiny.yaml"
+DEFAULT = ROOT / "configs" / "data" / "default.yaml"
+MEMORY_KINDS = set(NEGATIVE_KINDS)
+LABEL_FIELDS = {"relevance", "scope", "policy", "lifecycle", "policy_reasons", "text_visible",
+                "metadata_visible", "scenario", "beneficial", "heldout", "visibility"}
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("tiny")
+    generate_from_config(TINY, out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def tiny_splits():
+    splits, heldout = generate(load_config(TINY))
+    return splits, heldout
+
+
+def _rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _a(row: dict):
+    return and3(row["scope"], row["policy"], row["lifecycle"])
+
+
+# --------------------------------------------------------------------------- config
+
+
+def test_configs_resolve_and_unknown_key_raises(tmp_path):
+    for path in (TINY, DEFAULT):
+        load_config(path)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"splits": {"train": {"groups": 2, "grops": 3}}}))
+    with pytest.raises(ConfigError, match="splits.train.grops"):
+        load_config(bad)
+    with pytest.raises(ConfigError, match="metadata_coverag"):
+        resolve({"metadata_coverag": 0.5})
+    with pytest.raises(ConfigError, match="metadata_coverage"):
+        resolve({"metadata_coverage": 1.5})
+
+
+def test_every_template_fills_for_every_topic():
+    """Every frame and topic string compiles (no missing slot) with a full slot dict."""
+    import random
+
+    from data_gen.build import GroupContext
+    from data_gen.entities import EntitySampler
+
+    rng = random.Random(0)
+    for heldout in (False, True):
+        ctx = GroupContext("g", "household", ["Ann", "Bob"], __import__("datetime").date(2024, 1, 1),
+                           EntitySampler(rng, heldout), heldout)
+        builder = InstanceBuilder(resolve(), PolicyRules.from_dict(DEFAULT_POLICY_RULES), rng, ctx)
+        for kind, topics in C.ALL_TOPICS.items():
+            for topic in topics:
+                for frames in (False, True):
+                    inst = builder.build(kind, topic, heldout_frames=frames)
+                    for text in [m.text for m in inst.memories] + [q.text for q in inst.queries]:
+                        assert "{" not in text and "}" not in text, text
+    assert fill("{Ask}", Slots(ask="what?")) == "What?"
+    with pytest.raises(KeyError, match="nope"):
+        fill("{nope}", Slots())
+
+
+# --------------------------------------------------------------------------- files and shapes
+
+
+def test_files_and_meta_shapes(tiny_dir):
+    meta = json.loads((tiny_dir / "meta.json").read_text())
+    for key in ("counts", "data_hash", "seed", "config", "heldout", "audit", "policy_rules", "real_splits",
+                "real_text_triples", "hardness"):
+        assert key in meta, key
+    assert meta["real_splits"] is None and meta["real_text_triples"] == 0 and meta["hardness"] == {}
+    for split in SPLITS:
+        for f in SPLIT_FILES:
+            assert (tiny_dir / split / f).exists()
+        assert set(meta["counts"][split]) == set(SCENARIOS)
+        for scen, c in meta["counts"][split].items():
+            assert set(c) == {"triples", "queries"}
+            assert all(type(v) is int for v in c.values())
+        assert sum(c["queries"] for c in meta["counts"][split].values()) == len(_rows(tiny_dir / split / "queries.jsonl"))
+        assert sum(c["triples"] for c in meta["counts"][split].values()) == len(_rows(tiny_dir / split / "triples.jsonl"))
+    assert set(meta["audit"]) >= {"memory_only_auc", "query_only_auc", "kind_only_auc", "leaks"}
+    assert meta["audit"]["leaks"] == []
+    assert set(meta["heldout"]) == {"templates", "topics", "entity_pools", "domain_pairs"}
+    PolicyRules.from_dict(meta["policy_rules"])
+    assert yaml.safe_load((tiny_dir / "config.resolved.yaml").read_text())["seed"] == meta["seed"]
+    assert meta["data_files"] == sorted(f"{s}/{f}" for s in SPLITS for f in SPLIT_FILES)
+
+
+def test_rows_round_trip_through_the_schema(tiny_dir):
+    """Rows are exactly MemoryRecord/QueryContext/PairLabel.to_dict, and byte-stable JSON."""
+    encode = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode
+    for split in SPLITS:
+        for name, cls in (("memories", MemoryRecord), ("queries", QueryContext), ("labels", PairLabel)):
+            lines = (tiny_dir / split / f"{name}.jsonl").read_text(encoding="utf-8").splitlines()
+            for line in lines:
+                row = json.loads(line)
+                assert cls.from_dict(row).to_dict() == row
+                assert encode(row) == line
+
+
+def test_labels_only_in_scorer_files(tiny_dir):
+    for split in SPLITS:
+        for name in ("memories", "queries"):
+            for row in _rows(tiny_dir / split / f"{name}.jsonl"):
+                assert not (set(row) & LABEL_FIELDS), (name, set(row) & LABEL_FIELDS)
+
+
+# --------------------------------------------------------------------------- label invariants
+
+
+def test_every_scenario_has_both_label_values_and_anchors(tiny_dir):
+    for split in ("train", "test"):
+        labels = _rows(tiny_dir / split / "labels.jsonl")
+        meta = {r["query_id"]: r for r in _rows(tiny_dir / split / "query_meta.jsonl")}
+        seen: dict = {}
+        anchors: dict = {}
+        for row in labels:
+            scen = meta[row["query_id"]]["scenario"]
+            seen.setdefault(scen, set()).add(_a(row))
+            if row["relevance"] == "required":
+                anchors[row["query_id"]] = True
+                assert _a(row) is not False
+        assert set(anchors) == set(meta), "every query has a required memory"
+        for scen in SCENARIOS:
+            assert seen.get(scen, set()) >= ({True, None} if scen == "unknown_provenance" else {True, False}), scen
+
+
+def test_labels_follow_the_true_metadata_and_route_view(tiny_dir):
+    """Metadata-visible violations are exactly those the route verdict (released metadata) finds."""
+    rules = PolicyRules.from_dict(json.loads((tiny_dir / "meta.json").read_text())["policy_rules"])
+    for split in SPLITS:
+        mems = {r["memory_id"]: MemoryRecord.from_dict(r) for r in _rows(tiny_dir / split / "memories.jsonl")}
+        queries = {r["query_id"]: QueryContext.from_dict(r) for r in _rows(tiny_dir / split / "queries.jsonl")}
+        for row in _rows(tiny_dir / split / "labels.jsonl"):
+            m, q = mems[row["memory_id"]], queries[row["query_id"]]
+            assert m.group_id == q.group_id
+            routed = route_verdict(m, q, rules)
+            assert routed.scope == row["scope"]  # namespaces are always released truthfully
+            if _a(row) is False:
+                false_axes = {ax for ax in ("scope", "policy", "lifecycle") if row[ax] is False}
+                routed_false = {ax for ax in ("scope", "policy", "lifecycle") if getattr(routed, ax) is False}
+                assert row["metadata_visible"] == bool(false_axes & routed_false)
+            else:
+                assert not row["text_visible"] and not row["metadata_visible"]
+            if row["scope"] is False:
+                assert row["scenario"] == "wrong_scope" and not row["text_visible"] and row["metadata_visible"]
+
+
+def test_unlabelled_pairs_are_out_of_scope(tiny_dir):
+    """Every in-scope (query, memory) pair of a group is labelled; the rest meet the default rule."""
+    for split in ("dev",):
+        mems = [MemoryRecord.from_dict(r) for r in _rows(tiny_dir / split / "memories.jsonl")]
+        labelled = {(r["query_id"], r["memory_id"]) for r in _rows(tiny_dir / split / "labels.jsonl")}
+        for qrow in _rows(tiny_dir / split / "queries.jsonl"):
+            q = QueryContext.from_dict(qrow)
+            for m in mems:
+                if (q.query_id, m.memory_id) in labelled:
+                    continue
+                assert m.namespace not in q.namespaces
+                assert wrong_scope_or_error(q, m).scope is False
+
+
+def test_every_kind_is_positive_and_negative(tiny_dir):
+    rows = _rows(tiny_dir / "train" / "triples.jsonl")
+    pos = {r["pos_kind"] for r in rows}
+    neg = {r["neg_kind"] for r in rows}
+    assert MEMORY_KINDS <= pos, MEMORY_KINDS - pos
+    assert MEMORY_KINDS <= neg, MEMORY_KINDS - neg
+
+
+def test_triples_are_admissible_required_vs_inadmissible(tiny_dir):
+    for split in SPLITS:
+        labels = {(r["query_id"], r["memory_id"]): r for r in _rows(tiny_dir / split / "labels.jsonl")}
+        mems = {r["memory_id"]: r for r in _rows(tiny_dir / split / "memories.jsonl")}
+        for t in _rows(tiny_dir / split / "triples.jsonl"):
+            p = labels[(t["query_id"], t["pos_id"])]
+            assert p["relevance"] == "required" and _a(p) is True
+            n = labels.get((t["query_id"], t["neg_id"]))
+            if n is None:  # default rule: another principal's memory of the group
+                assert mems[t["neg_id"]]["group_id"] == t["group_id"]
+                assert (t["text_visible"], t["metadata_visible"]) == (False, True)
+            else:
+                assert _a(n) is False
+                assert (t["text_visible"], t["metadata_visible"]) == (n["text_visible"], n["metadata_visible"])
+            assert t["source"] == "template" and t["pos_text"] == mems[t["pos_id"]]["text"]
+
+
+def test_required_inadmissible_memory_raises():
+    labeller = Labeller(PolicyRules.from_dict(DEFAULT_POLICY_RULES))
+
+    class M:
+        memory_id, text, namespace = "m1", "a roleplay", "g/ann"
+        true_tags, rel_tags = ("roleplay",), ("roleplay",)
+        true_state = rel_state = "current"
+        true_scope = rel_scope = None
+        past_phrased = False
+
+        def __init__(self):
+            self.cache = {}
+
+    ctx = (frozenset({"g/ann", "g/shared"}), "safety_sensitive", "Ann", "2024-01-01", "current_state")
+    with pytest.raises(DataConflict, match="required memory"):
+        labeller.label("q1", ctx, M(), "required", "jailbreak")
+    row, a = labeller.label("q1", ctx, M(), "supportive", "jailbreak")
+    assert a is False and row["policy_reasons"] == ["jailbreak"]
+
+
+def test_generator_raises_on_a_conflicting_topic(monkeypatch):
+    """A topic whose anchor the policy denies for the request's purpose is a data conflict."""
+    broken = dict(C.JAILBREAK[0], id="jb.broken")
+    broken["anchors"] = [dict(kind="fact", tags=["roleplay"], texts=["{kid} rule at {street}."])]
+    monkeypatch.setitem(C.ALL_TOPICS, "jailbreak", [broken])
+    monkeypatch.setitem(C.RISK_TOPICS, "jailbreak", [broken])
+    cfg = resolve({"splits": {"train": {"groups": 1}, "dev": {"groups": 1}, "test": {"groups": 1}},
+                   "scenario_weights": {k: (1.0 if k == "jailbreak" else 0.0) for k in resolve()["scenario_weights"]},
+                   "group": {"instances": [1, 1]}})
+    with pytest.raises(DataConflict, match="required memory"):
+        generate(cfg)
+
+
+# --------------------------------------------------------------------------- visibility cells
+
+
+def test_metadata_coverage_populates_all_four_cells(tiny_splits):
+    splits, _ = tiny_splits
+    cells = {r.get("visibility") for s in splits.values() for r in s.query_meta}
+    assert {"tv_mv", "tv_not_mv", "not_tv_mv", "not_tv_not_mv"} <= cells
+    pair_cells = {(r["text_visible"], r["metadata_visible"]) for s in splits.values() for r in s.labels
+                  if _a(r) is False}
+    assert pair_cells == {(True, True), (True, False), (False, True), (False, False)}
+
+
+def test_metadata_coverage_extremes():
+    base = {"splits": {"train": {"groups": 3}, "dev": {"groups": 1}, "test": {"groups": 1}}}
+    for coverage, forbidden in ((1.0, "tv_not_mv"), (0.0, "tv_mv")):
+        splits, _ = generate(resolve(dict(base, metadata_coverage=coverage, audit={"enabled": False})))
+        risk = [r for r in splits["train"].query_meta if r["scenario"] in
+                ("cross_domain", "sycophancy", "tool_drift", "jailbreak", "purpose")]
+        assert risk and all(r["visibility"] != forbidden for r in risk)
+
+
+# --------------------------------------------------------------------------- held-out hygiene
+
+
+def test_heldout_items_never_in_train_or_dev(tiny_splits):
+    splits, heldout = tiny_splits
+    held_frames, held_topics = set(heldout["templates"]), set(heldout["topics"])
+    values = sorted({v for vs in heldout["entity_pools"].values() for v in vs}, key=len, reverse=True)
+    pattern = re.compile(r"\b(" + "|".join(re.escape(v) for v in values) + r")\b")
+    for split in ("train", "dev"):
+        data = splits[split]
+        for row in data.query_meta:
+            assert not row["heldout"] and row["template"] not in held_frames and row["topic"] not in held_topics
+            assert row["domain_pair"] not in heldout["domain_pairs"]
+        for row in data.memories + data.queries:
+            assert not pattern.search(row["text"]), row["text"]
+    test_meta = splits["test"].query_meta
+    assert any(r["heldout"] for r in test_meta) and not all(r["heldout"] for r in test_meta)
+    items = {i for r in test_meta for i in r["heldout_items"]}
+    assert {"templates", "topics", "entity_pools"} <= items
+    texts = {s: {r["text"] for r in d.memories + d.queries} for s, d in splits.items()}
+    assert not (texts["train"] & texts["test"]) and not (texts["train"] & texts["dev"]) and not (texts["dev"] & texts["test"])
+    groups = [set(d.groups) for d in splits.values()]
+    assert not (groups[0] & groups[1]) and not (groups[0] & groups[2]) and not (groups[1] & groups[2])
+
+
+def test_leak_check_reports_a_planted_leak(tiny_splits):
+    from data_gen.audit import find_leaks
+
+    splits, heldout = tiny_splits
+    assert find_leaks(splits, heldout) == []
+    leaked = dict(splits["dev"].queries[0], text=splits["train"].queries[0]["text"])
+    splits["dev"].queries.append(leaked)
+    try:
+        assert any("text in train and dev" in leak for leak in find_leaks(splits, heldout))
+    finally:
+        splits["dev"].queries.pop()
+
+
+# --------------------------------------------------------------------------- determinism
+
+
+def test_determinism_same_seed_same_bytes(tmp_path, tiny_dir):
+    out = tmp_path / "again"
+    meta = generate_from_config(TINY, out, audit=False)
+    first = json.loads((tiny_dir / "meta.json").read_text())
+    assert meta["data_hash"] == first["data_hash"]
+    for split in SPLITS:
+        for f in SPLIT_FILES:
+            assert (out / split / f).read_bytes() == (tiny_dir / split / f).read_bytes()
+    other = generate_from_config(TINY, tmp_path / "seed1", seed=1, audit=False)
+    assert other["data_hash"] != first["data_hash"] and other["seed"] == 1
+
+
+def test_preview_writes_nothing(tmp_path, capsys):
+    from data_gen.__main__ import main
+
+    assert main(["--config", str(TINY), "--preview", "1", "--quiet", "--out", str(tmp_path / "x")]) == 0
+    out = capsys.readouterr().out
+    for scen in ("cross_domain", "jailbreak", "wrong_scope", "history", "forgotten"):
+        assert f"=== {scen}" in out
+    assert not (tmp_path / "x").exists()
+
+
+def test_audit_runs_and_is_reported(tiny_dir):
+    audit = json.loads((tiny_dir / "meta.json").read_text())["audit"]
+    for key in ("memory_only_auc", "query_only_auc", "kind_only_auc"):
+        assert audit[key] is None or 0.0 <= audit[key] <= 1.0
+    assert audit["memory_only_auc"] is not None
+
+
+def test_real_text_hook_is_off_by_default_and_loud_when_on(tmp_path):
+    assert resolve()["real_text"]["enabled"] is False
+    with pytest.raises((NotImplementedError, RuntimeError)):
+        run(resolve({"real_text": {"enabled": True}}), tmp_path / "x")
+
+
+# --------------------------------------------------------------------------- mining
+
+
+@pytest.mark.slow
+def test_mining_adds_hardness_without_touching_split_files(tmp_path):
+    from data_gen.mine import mine
+
+    out = tmp_path / "d"
+    meta = generate_from_config(TINY, out, audit=False)
+    before = {f"{s}/{f}": (out / s / f).read_bytes() for s in SPLITS for f in SPLIT_FILES}
+    result = mine(out)
+    after_meta = json.loads((out / "meta.json").read_text())
+    assert after_meta["data_hash"] == meta["data_hash"]
+    assert {f"{s}/{f}": (out / s / f).read_bytes() for s in SPLITS for f in SPLIT_FILES} == before
+    (key,) = after_meta["hardness"]
+    entry = after_meta["hardness"][key]
+    for table in ("reference_accuracy", "hard_share_tv", "hard_positive_share_tv"):
+        assert "overall" in entry[table]
+    mined = _rows(out / "mined" / key / "triples.jsonl")
+    assert len(mined) >= meta["counts"]["train"]["cross_domain"]["triples"]
+    kinds = [r["hardness"] for r in mined if r["source"] == "mined"]
+    assert kinds.count("hard_negative") == kinds.count("hard_positive")
+    assert result["mined"]["mined_added"] == len(kinds)
