@@ -17,6 +17,12 @@ variant alike; every figure is a median over ``--repeats`` (p90 beside it):
   (N x hidden x 4 bytes) beside ``vectors_mb`` (N x d x 4 bytes), and the one-off cost of
   computing them (``precompute_s``).
 
+With ``--e2e`` (default on) it also times ``GatedRetriever.retrieve`` end to end over an
+``EmbeddedStore`` of N records in one namespace (a mix of current, scoped-superseded,
+role-play-tagged and untagged records), k = 10, re-scoring depth 100: the plain-cosine route vs
+the gated route with the write-time split, with the per-stage breakdown (query embedding is
+excluded: a fixed vector per query; the store is built without fsync and the audit log is on).
+
 Targets from issue 8 (default width, 2 threads): gate_ms_per_100 <= 2 ms and
 overhead_ratio <= 1.2. Torch and the BLAS behind numpy are both limited to ``--threads``.
 Nothing is written unless ``--out`` is given.
@@ -163,6 +169,82 @@ def run(n: int = 100_000, dim: int = 384, repeats: int = 30, threads: int = 2,
     }
 
 
+class _FixedEncoder:
+    """Stands in for the sentence encoder: a known vector per query text (no model time)."""
+
+    def __init__(self, identity: dict, vectors: dict):
+        self.identity = identity
+        self._vectors = vectors
+
+    def encode(self, texts, progress=False):
+        return np.stack([self._vectors[t] for t in texts])
+
+
+def run_e2e(n: int = 100_000, dim: int = 384, repeats: int = 30, threads: int = 2, seed: int = 0,
+            k: int = 10, depth: int = 100, workdir: Path | None = None) -> dict:
+    """End-to-end retrieve() latency over an EmbeddedStore of n records."""
+    import tempfile
+
+    from memgate.admissibility import SupersessionScope
+    from memgate.records import QueryContext
+    from memgate.retriever import EmbeddedStore, GatedRetriever, Memory, RetrieverConfig, Supersedes
+
+    _limit_threads(threads)
+    rng = np.random.default_rng(seed + 1)
+    ident = {"id": "bench-encoder", "revision": "1", "normalize": True, "dim": dim}
+    workdir = Path(workdir or tempfile.mkdtemp(prefix="memgate-bench-"))
+    store = EmbeddedStore(workdir / "store", ident, fsync=False)
+    t0 = time.perf_counter()
+    batch = 5000
+    for start in range(0, n, batch):
+        memories, vectors = [], rng.standard_normal((min(batch, n - start), dim), dtype=np.float32)
+        for i in range(start, start + len(vectors)):
+            r = i % 20
+            tags = None if r == 19 else (["roleplay"] if r == 18 else ["personal"])
+            sup = ()
+            if r == 1 and i >= 20:  # every 20th record supersedes an older one from a date on
+                sup = (Supersedes(f"m{i - 20:06d}", SupersessionScope(valid_from="2024-05-01")),)
+            memories.append(Memory(f"m{i:06d}", "user", f"memory {i}", policy_tags=tags,
+                                   supersedes=sup, evidence_strength=0.9, risk="low",
+                                   epistemic_status="verified", source_type="source_document"))
+        store.add_many(memories, vectors, encoder=ident)
+    build_s = time.perf_counter() - t0
+    texts = [f"query {r}" for r in range(repeats + 3)]
+    qv = rng.standard_normal((len(texts), dim), dtype=np.float32)
+    encoder = _FixedEncoder(ident, dict(zip(texts, qv / np.linalg.norm(qv, axis=1, keepdims=True))))
+    torch.manual_seed(seed)
+    gate = MemGate(MemGateConfig(dim=dim, encoder_id=ident["id"], encoder_revision=ident["revision"],
+                                 encoder_normalize=True)).eval()
+    policy = {"personal": {}, "roleplay": {"reason": "jailbreak", "deny": ["task_execution"]}}
+    t0 = time.perf_counter()
+    gated = GatedRetriever(store, encoder, gate=gate,
+                           config=RetrieverConfig(policy_rules=policy, rerank_depth=depth))
+    open_gated_s = time.perf_counter() - t0
+    plain = GatedRetriever(store, encoder, gate=None, config=RetrieverConfig(policy_rules=policy))
+    rows: dict[str, list] = {"plain": [], "gated": []}
+    stages: dict[str, dict[str, list]] = {"plain": {}, "gated": {}}
+    for r, text in enumerate(texts):
+        for name, retriever in (("plain", plain), ("gated", gated)):
+            ctx = QueryContext(query_id=f"{name}-{r}", text="", principal="u",
+                               namespaces={"user"}, purpose="task_execution",
+                               intent="current_state", time="2024-06-01")
+            t = time.perf_counter()
+            result = retriever.retrieve(text, ctx, k=k)
+            ms = (time.perf_counter() - t) * 1e3
+            if r >= 3:
+                rows[name].append(ms)
+                for stage, v in result.timings_ms.items():
+                    stages[name].setdefault(stage, []).append(v)
+    out = {"n": n, "k": k, "rerank_depth": depth, "build_s": build_s,
+           "open_with_gate_s": open_gated_s, "precomputed_mb": gated.precomputed_bytes / 1e6}
+    for name in rows:
+        out[f"{name}_ms"] = float(np.median(rows[name]))
+        out[f"{name}_stages_ms"] = {s: float(np.median(v)) for s, v in stages[name].items()}
+    out["gated_over_plain"] = out["gated_ms"] / out["plain_ms"]
+    store.close()
+    return out
+
+
 def format_report(res: dict) -> str:
     t = res["targets"]
     lines = [
@@ -195,6 +277,21 @@ def format_report(res: dict) -> str:
         f"with the split {default['overhead_ratio_pre']:.3f} "
         f"({'met' if default['overhead_ratio_pre'] <= t['overhead_ratio'] else 'NOT met'})",
     ]
+    e2e = res.get("e2e")
+    if e2e:
+        def stages(d):
+            return ", ".join(f"{k.removesuffix('_ms')} {v:.2f}" for k, v in d.items())
+
+        lines += [
+            "",
+            f"  end to end: GatedRetriever.retrieve over an EmbeddedStore of {e2e['n']:,} records "
+            f"(k={e2e['k']}, re-scoring depth {e2e['rerank_depth']}, audit log on, "
+            f"store built in {e2e['build_s']:.1f} s, gate parts precomputed in "
+            f"{e2e['open_with_gate_s']:.1f} s, {e2e['precomputed_mb']:.1f} MB)",
+            f"    plain cosine route: {e2e['plain_ms']:.2f} ms  ({stages(e2e['plain_stages_ms'])})",
+            f"    gated route:        {e2e['gated_ms']:.2f} ms  ({stages(e2e['gated_stages_ms'])})",
+            f"    gated / plain: {e2e['gated_over_plain']:.3f}",
+        ]
     return "\n".join(lines)
 
 
@@ -206,10 +303,15 @@ def main(argv=None) -> dict:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--widths", type=int, nargs="+", default=list(WIDTHS))
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-e2e", dest="e2e", action="store_false",
+                   help="skip the end-to-end retrieve() measurement")
     p.add_argument("--out", type=Path, default=None, help="also write the figures as JSON here")
     args = p.parse_args(argv)
     res = run(n=args.n, dim=args.dim, repeats=args.repeats, threads=args.threads,
               widths=tuple(args.widths), seed=args.seed)
+    if args.e2e:
+        res["e2e"] = run_e2e(n=args.n, dim=args.dim, repeats=args.repeats, threads=args.threads,
+                             seed=args.seed)
     print(format_report(res))
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)

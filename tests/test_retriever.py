@@ -375,6 +375,8 @@ def test_forgotten_detail_never_returns_but_its_directive_does(tmp_path, encoder
     r.add("Contact card built from my phone number.", namespace="alice", principal="alice",
           memory_id="a-card", policy_tags=["personal"], derived_from=["a-phone"])
     vector = r.store.vectors_for(["a-phone"])["a-phone"].astype("<f4").tobytes()
+    slot = int(r._index.slot[r._index.pos["a-phone"]])  # (internal: the precomputed gate part)
+    assert r._vpart[slot].any()
     first = r.retrieve("What is my phone number?", ctx(), k=3)
     assert first.ids[0] == "a-phone"
     r.report_exposed(first.query_id, ["a-phone"])
@@ -394,6 +396,7 @@ def test_forgotten_detail_never_returns_but_its_directive_does(tmp_path, encoder
             assert all("555-0199" not in i.text for i in result.items)
     assert directive.memory_id in r.retrieve("What is my phone number?", ctx(), k=2).ids
     assert "a-phone" not in r.index_ids()
+    assert not r._vpart[slot].any()  # W_v v is invertible in general: it goes with the vector
     assert r.store.get("a-card").review_reasons == ("forgotten:a-phone",)
 
     tomb = r.store.get("a-phone")
@@ -572,3 +575,25 @@ def test_encoder_mismatch_is_refused(tmp_path, encoder):
     with pytest.raises(ValueError, match="encoder identity"):
         EmbeddedStore(tmp_path / "new", {"id": "x"})
     assert EmbeddedStore(tmp_path / "store").encoder_identity == ident  # open without declaring
+
+
+def test_other_writers_are_seen_and_batches_are_atomic(tmp_path, encoder):
+    r = make(tmp_path, encoder)
+    populate(r)
+    other = EmbeddedStore(tmp_path / "store", encoder.identity)  # another connection / process
+    v = encoder.encode(["My gym locker code is 4711."], progress=False)[0]
+    other.add(Memory("a-locker", "alice", "My gym locker code is 4711.", policy_tags=["personal"]),
+              v, encoder=encoder.identity)
+    assert r.retrieve("gym locker code", ctx(), k=1).ids == ["a-locker"]
+    directive = encoder.encode(["Forget the locker code."], progress=False)[0]
+    other.forget("a-locker", Memory("a-locker-forget", "alice", "Forget the locker code.",
+                                    policy_tags=["personal"]), directive, encoder=encoder.identity)
+    result = r.retrieve("gym locker code", ctx(), k=3)
+    assert "a-locker" not in result.ids and "a-locker" not in r.index_ids()
+    assert "a-locker-forget" in result.ids
+    # a batch is all or nothing
+    n = len(other)
+    batch = [Memory("x1", "alice", "one"), Memory("a-phone", "alice", "duplicate id")]
+    with pytest.raises(ValueError, match="already exists"):
+        other.add_many(batch, np.ones((2, v.shape[0])), encoder=encoder.identity)
+    assert len(other) == n and other.get("x1") is None and other.verify() == []

@@ -125,6 +125,8 @@ class MemoryStore(Protocol):
 
     def add(self, memory: Memory, vector: Any, *, encoder: Any) -> Memory: ...
 
+    def add_many(self, memories: Iterable[Memory], vectors: Any, *, encoder: Any) -> list[Memory]: ...
+
     def get(self, memory_id: str) -> Optional[Memory]: ...
 
     def get_many(self, memory_ids: Iterable[str]) -> dict[str, Memory]: ...
@@ -177,6 +179,7 @@ class EmbeddedStore:
         self._lock = threading.RLock()
         # Fault injection for crash tests: called with a stage name inside writes.
         self._fault_hook: Optional[Callable[[str], None]] = None
+        self._vectors_dirty = False
         self._db = sqlite3.connect(
             str(self.path / DB_FILE), timeout=60.0, isolation_level=None, check_same_thread=False
         )
@@ -239,6 +242,9 @@ class EmbeddedStore:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield
+                if self._vectors_dirty and self.fsync:
+                    os.fsync(self._vfd)  # every vector is durable before its row commits
+                self._vectors_dirty = False
                 self._hook("before_commit")
                 self._db.execute("COMMIT")
             except BaseException:
@@ -321,10 +327,10 @@ class EmbeddedStore:
         return (v / norm).astype("<f4")
 
     def _write_vector(self, slot: int, v: np.ndarray) -> int:
+        """Write one vector; it is fsynced before the transaction that references it commits."""
         data = v.tobytes()
         os.pwrite(self._vfd, data, slot * self.dim * 4)
-        if self.fsync:
-            os.fsync(self._vfd)
+        self._vectors_dirty = True
         return zlib.crc32(data)
 
     def _new_slot(self, v: np.ndarray) -> tuple[int, int]:
@@ -519,57 +525,73 @@ class EmbeddedStore:
     def add(self, memory: Memory, vector: Any, *, encoder: Any) -> Memory:
         """Store a new record and its vector; apply its ``supersedes`` links. Returns it at
         revision 1 with the store's timestamps."""
+        return self.add_many([memory], [vector], encoder=encoder)[0]
+
+    def add_many(self, memories: Iterable[Memory], vectors: Any, *, encoder: Any) -> list[Memory]:
+        """Store several new records in one transaction (all or none); links may point at
+        records earlier in the batch."""
         self.check_encoder(encoder, "write")
-        if not isinstance(memory, Memory):
-            raise TypeError(f"memory must be a Memory, got {type(memory).__name__}")
-        if memory.lifecycle_state in ("superseded", "forgotten"):
-            raise ValueError(
-                f"memory {memory.memory_id!r}: lifecycle_state {memory.lifecycle_state!r} is set "
-                "by the store (add a superseding record / call forget), not written directly"
-            )
-        v = self._check_vector(vector)
+        memories = list(memories)
+        vectors = list(vectors) if not isinstance(vectors, np.ndarray) else vectors
+        if len(memories) != len(vectors):
+            raise ValueError(f"{len(memories)} memories but {len(vectors)} vectors")
+        checked = []
+        for memory, vector in zip(memories, vectors):
+            if not isinstance(memory, Memory):
+                raise TypeError(f"memory must be a Memory, got {type(memory).__name__}")
+            if memory.lifecycle_state in ("superseded", "forgotten"):
+                raise ValueError(
+                    f"memory {memory.memory_id!r}: lifecycle_state {memory.lifecycle_state!r} is "
+                    "set by the store (add a superseding record / call forget), not written directly"
+                )
+            checked.append((memory, self._check_vector(vector)))
+        stored_all = []
         with self._write():
-            if self._db.execute("SELECT 1 FROM records WHERE memory_id = ?", (memory.memory_id,)).fetchone():
-                raise ValueError(f"memory {memory.memory_id!r} already exists; use update()")
-            for parent in memory.derived_from:
-                source = self._load(parent)
-                if source.forgotten:
-                    raise ForgottenMemoryError(
-                        f"memory {memory.memory_id!r}: derived_from names forgotten memory {parent!r}")
-            old_records = []
-            for link in memory.supersedes:
-                old = self._load(link.memory_id)
-                self._cas(old, link.expected_revision)
-                if old.namespace != memory.namespace:
-                    raise PermissionError(
-                        f"memory {memory.memory_id!r} (namespace {memory.namespace!r}) cannot "
-                        f"supersede {old.memory_id!r} in namespace {old.namespace!r}"
-                    )
-                old_records.append((link, old))
-            slot, crc = self._new_slot(v)
             seq = self._bump("seq")
             now = self.clock()
-            stored = memory.replace(
-                revision=1, created_at=now, updated_at=now, superseded_in=(), needs_review=False,
-                review_reasons=(), forgotten_by=None,
-            )
-            self._insert(stored, seq, slot, crc)
-            self._event(
-                "stored", memory_id=stored.memory_id, namespace=stored.namespace, revision=1,
-                principal=stored.principal, kind=stored.kind, derived_from=list(stored.derived_from),
-                supersedes=[s.to_dict() for s in stored.supersedes], encoder=self.encoder_identity,
-                slot=slot,
-            )
-            for link, old in old_records:
-                new_old = old.replace(
-                    lifecycle_state="superseded",
-                    superseded_in=old.superseded_in + (SupersededIn(stored.memory_id, link.scope),),
-                    revision=old.revision + 1, updated_at=now,
+            for memory, v in checked:
+                stored_all.append(self._add_in_txn(memory, v, seq, now))
+        return stored_all
+
+    def _add_in_txn(self, memory: Memory, v: np.ndarray, seq: int, now: str) -> Memory:
+        if self._db.execute("SELECT 1 FROM records WHERE memory_id = ?", (memory.memory_id,)).fetchone():
+            raise ValueError(f"memory {memory.memory_id!r} already exists; use update()")
+        for parent in memory.derived_from:
+            if self._load(parent).forgotten:
+                raise ForgottenMemoryError(
+                    f"memory {memory.memory_id!r}: derived_from names forgotten memory {parent!r}")
+        old_records = []
+        for link in memory.supersedes:
+            old = self._load(link.memory_id)
+            self._cas(old, link.expected_revision)
+            if old.namespace != memory.namespace:
+                raise PermissionError(
+                    f"memory {memory.memory_id!r} (namespace {memory.namespace!r}) cannot "
+                    f"supersede {old.memory_id!r} in namespace {old.namespace!r}"
                 )
-                self._save(new_old, seq)
-                self._event("superseded", memory_id=old.memory_id, by=stored.memory_id,
-                            scope=scope_to_dict(link.scope), revision=new_old.revision)
-                self._flag_derived(old.memory_id, "superseded", seq, now)
+            old_records.append((link, old))
+        slot, crc = self._new_slot(v)
+        stored = memory.replace(
+            revision=1, created_at=now, updated_at=now, superseded_in=(), needs_review=False,
+            review_reasons=(), forgotten_by=None,
+        )
+        self._insert(stored, seq, slot, crc)
+        self._event(
+            "stored", memory_id=stored.memory_id, namespace=stored.namespace, revision=1,
+            principal=stored.principal, kind=stored.kind, derived_from=list(stored.derived_from),
+            supersedes=[s.to_dict() for s in stored.supersedes], encoder=self.encoder_identity,
+            slot=slot,
+        )
+        for link, old in old_records:
+            new_old = old.replace(
+                lifecycle_state="superseded",
+                superseded_in=old.superseded_in + (SupersededIn(stored.memory_id, link.scope),),
+                revision=old.revision + 1, updated_at=now,
+            )
+            self._save(new_old, seq)
+            self._event("superseded", memory_id=old.memory_id, by=stored.memory_id,
+                        scope=scope_to_dict(link.scope), revision=new_old.revision)
+            self._flag_derived(old.memory_id, "superseded", seq, now)
         return stored
 
     def _flag_derived(self, source_id: str, cause: str, seq: int, now: str) -> list[str]:
