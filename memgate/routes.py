@@ -234,9 +234,11 @@ class RouteRunner:
             keep &= self._current_or_unknown[pool]
         if spec.kleene:
             # Scope is one Kleene axis: drop known wrong-scope memories in one vectorised step
-            # (a missing namespace is unresolved, so it survives to the full verdict below).
-            readable = [self._ns_code[n] for n in (query.namespaces or ()) if n in self._ns_code]
-            keep &= np.isin(self._ns[pool], np.array(readable, dtype=np.int64)) | (self._ns[pool] < 0)
+            # (a missing namespace is unresolved, so it survives to the full verdict below; so does
+            # every memory when the query has no readable set: scope is then unresolved, not False).
+            if query.namespaces is not None:
+                readable = [self._ns_code[n] for n in query.namespaces if n in self._ns_code]
+                keep &= np.isin(self._ns[pool], np.array(readable, dtype=np.int64)) | (self._ns[pool] < 0)
             for j in np.flatnonzero(keep):
                 memory = self.view.memories[pool[j]]
                 a = route_verdict(memory, query, self.view.policy_rules).admissible

@@ -279,3 +279,15 @@ def test_recency_adds_gamma_times_normalised_order():
     assert scores == pytest.approx([0.5, 0.5 + RECENCY_GAMMA * 0.5, 0.46 + RECENCY_GAMMA], abs=1e-6)
     assert ranked(p, "global_recency") == ["new", "mid", "old"]
     assert ranked(p, "global_dense") == ["mid", "old", "new"]
+
+
+def test_kleene_without_a_readable_set_leaves_scope_unresolved():
+    # No ACL on the query: scope is None for every memory (never imputed False), so fail-open
+    # keeps what the other axes do not deny and fail-closed keeps nothing.
+    q = QueryContext(query_id="q1", text="query", principal=None, namespaces=None, purpose="p",
+                     intent="current_state")
+    mems = [mem("m1", ns="a"), mem("m2", ns="b"), mem("m3", ns=None), mem("m4", ns="b", tags=("deny_p",))]
+    p = tiny(mems, [0.4, 0.3, 0.2, 0.9], q=q)
+    assert ranked(p, "kleene_gate") == ["m1", "m2", "m3"]
+    assert ranked(p, "kleene_gate_fail_closed") == []
+    assert ranked(p, "namespace_dense") == []  # a namespace filter needs a readable set
