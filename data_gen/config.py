@@ -24,13 +24,13 @@ INSTANCE_TYPES = (
 DEFAULT_CONFIG: dict[str, Any] = {
     "seed": 0,
     "splits": {
-        "train": {"groups": 240},
-        "dev": {"groups": 14},
-        "test": {"groups": 46},
+        "train": {"groups": 275},
+        "dev": {"groups": 16},
+        "test": {"groups": 52},
     },
     "group": {
         "principals": [2, 4],  # inclusive range of principals per group
-        "instances": [7, 9],  # inclusive range of scenario instances per group
+        "instances": [6, 8],  # inclusive range of scenario instances per group
         "types": ["household", "team", "organisation"],
     },
     # relative weight of each scenario instance type (superseded instances also carry history queries)

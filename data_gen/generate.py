@@ -307,14 +307,21 @@ class SplitGenerator:
         qid = q.query_id
         ctx = (qctx.namespaces, qctx.purpose, qctx.subject, qctx.time, qctx.intent)
         seen = set()
+        axes = self.labeller.axes
+        append = data.labels.append
+        inst_i, scen = q.instance, q.scenario
         for m in readable:
-            own = m.instance == q.instance
-            rel = own_keys.get(m.key, "not_useful") if own else "not_useful"
-            row, a = label(qid, ctx, m, rel, q.scenario if own else None)
+            if m.instance == inst_i:
+                row, a = label(qid, ctx, m, own_keys.get(m.key, "not_useful"), scen)
+            else:  # background memory of another instance: not_useful, never required (inlined)
+                n, g, reasons, life, a, tv, mv = m.cache.get(ctx) or axes(m, ctx)
+                row = {"query_id": qid, "memory_id": m.memory_id, "relevance": "not_useful", "scope": n,
+                       "policy": g, "lifecycle": life, "policy_reasons": reasons, "text_visible": tv,
+                       "metadata_visible": mv, "scenario": None}
             labels[m.memory_id] = row
             adm[m.memory_id] = a
             seen.add(m.memory_id)
-            data.labels.append(row)
+            append(row)
         for k in own_keys:  # explicit labels for the instance's memories outside the readable set
             m = key_of[(q.instance, k)]
             if m.memory_id not in seen:

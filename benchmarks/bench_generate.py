@@ -1,0 +1,84 @@
+"""Generator throughput: triples per second for a data config, excluding embedding.
+
+    python -m benchmarks.bench_generate [--config configs/data/default.yaml] [--repeats 3] [--out FILE]
+
+One timed run = ``data_gen.generate.generate`` (groups, instances, labels, triples, in memory)
+plus writing the split files and hashing them (``write_splits``), i.e. everything
+``python -m data_gen`` does except the artefact audit (timed separately, once, as ``audit_s``).
+``gen_triples_per_s`` = triples of all splits / run time, median over ``--repeats`` runs.
+Target (issue 3): >= 10,000 triples/s on the default config. The machine is shared, so the
+load average at the start is printed beside the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from data_gen.config import load_config
+from data_gen.generate import generate, write_splits
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def bench(config: Path, repeats: int = 3, audit: bool = True) -> dict:
+    cfg = load_config(config)
+    times, gen_times = [], []
+    splits = heldout = None
+    for _ in range(repeats):
+        with tempfile.TemporaryDirectory() as tmp:
+            start = time.perf_counter()
+            splits, heldout = generate(cfg)
+            mid = time.perf_counter()
+            write_splits(splits, Path(tmp))
+            end = time.perf_counter()
+        times.append(end - start)
+        gen_times.append(mid - start)
+    n_triples = sum(len(s.triples) for s in splits.values())
+    result = {
+        "config": str(config),
+        "repeats": repeats,
+        "triples": n_triples,
+        "triples_by_split": {k: len(s.triples) for k, s in splits.items()},
+        "queries_by_split": {k: len(s.queries) for k, s in splits.items()},
+        "labels": sum(len(s.labels) for s in splits.values()),
+        "run_s_median": round(statistics.median(times), 3),
+        "generate_s_median": round(statistics.median(gen_times), 3),
+        "gen_triples_per_s": round(n_triples / statistics.median(times), 1),
+        "gen_triples_per_s_in_memory": round(n_triples / statistics.median(gen_times), 1),
+        "load_avg_1m": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
+        "cpu_count": os.cpu_count(),
+        "python": platform.python_version(),
+    }
+    if audit:
+        from data_gen.audit import run_audit
+
+        start = time.perf_counter()
+        run_audit(splits, heldout, cfg)
+        result["audit_s"] = round(time.perf_counter() - start, 2)
+    return result
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_generate", description=__doc__)
+    parser.add_argument("--config", type=Path, default=ROOT / "configs" / "data" / "default.yaml")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--no-audit", action="store_true")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args(argv)
+    result = bench(args.config, args.repeats, audit=not args.no_audit)
+    print(f"gen_triples_per_s {result['gen_triples_per_s']}")
+    print(json.dumps(result, indent=2))
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
