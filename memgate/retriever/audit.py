@@ -168,52 +168,55 @@ class TrailStep:
     query_id: Optional[str] = None
 
 
+_VERSION_KEYS = ("gate_version", "policy_version", "action_policy_version")
+_RANK_KEYS = ("rank", "score", "cosine", "gate_score", "lifecycle", "action", "unresolved")
+
+
+def _compact(d: Mapping[str, Any], keys: Iterable[str]) -> dict:
+    return {k: d[k] for k in keys if d.get(k) not in (None, [], (), {})}
+
+
 def trail(events: Iterable[Mapping[str, Any]], memory_id: str) -> list[TrailStep]:
-    """Every stage ``memory_id`` went through, in log order."""
+    """Every stage ``memory_id`` went through, in log order (ids and metadata only)."""
     steps: list[TrailStep] = []
     for e in events:
         kind = e.get("event")
         if kind in STORE_EVENTS:
             if e.get("memory_id") == memory_id:
-                detail = {k: v for k, v in e.items() if k not in ("event", "event_id", "ts", "format", "memory_id")}
-                steps.append(TrailStep(kind, e["ts"], detail))
+                detail = {k: v for k, v in e.items()
+                          if k not in ("event", "event_id", "ts", "format", "memory_id", "slot")}
+                encoder = detail.pop("encoder", None)
+                if encoder:
+                    detail["encoder"] = f"{encoder.get('id')}@{encoder.get('revision')}"
+                steps.append(TrailStep(kind, e["ts"], _compact(detail, detail)))
             elif kind == "stored" and memory_id in (e.get("derived_from") or ()):
                 steps.append(TrailStep("source_of", e["ts"], {"derived": e["memory_id"]}))
             continue
         qid = e.get("query_id")
-        common = {
-            "principal": e.get("principal"),
-            "route": e.get("route"),
-        }
+        who = _compact(e, ("principal", "intent", "purpose"))
         if kind == "retrieved":
-            versions = {
-                "gate_version": e.get("gate_version"),
-                "policy_version": e.get("policy_version"),
-                "action_policy_version": e.get("action_policy_version"),
-            }
+            versions = _compact(e, _VERSION_KEYS)
             for item in e.get("ranks", ()):
                 if item["memory_id"] == memory_id:
+                    flags = {"needs_review": True} if item.get("needs_review") else {}
                     steps.append(TrailStep("retrieved", e["ts"], {
-                        **common, **{k: v for k, v in item.items() if k != "memory_id"},
-                        "namespaces": e.get("namespaces"), "purpose": e.get("purpose"),
-                        "intent": e.get("intent"), **versions}, qid))
+                        **who, **_compact(item, _RANK_KEYS), **flags, **versions}, qid))
             for item in e.get("excluded", ()):
                 if item["memory_id"] == memory_id:
                     steps.append(TrailStep("not_retrieved", e["ts"], {
-                        **common, **{k: v for k, v in item.items() if k != "memory_id"},
+                        **who, **_compact(item, ("reasons", "unresolved", "lifecycle", "cosine_rank")),
                         **versions}, qid))
             for item in e.get("dropped", ()):
                 if item["memory_id"] == memory_id:
                     steps.append(TrailStep("dropped", e["ts"], {
-                        **common, **{k: v for k, v in item.items() if k != "memory_id"},
-                        **versions}, qid))
+                        **who, **_compact(item, ("reason", "suppression", "threshold")), **versions}, qid))
         elif kind == "exposed" and memory_id in e.get("memory_ids", ()):
-            steps.append(TrailStep("exposed", e["ts"], common, qid))
+            steps.append(TrailStep("exposed", e["ts"], who, qid))
         elif kind == "disclosed":
             for hit in e.get("hits", ()):
                 if hit["memory_id"] == memory_id:
                     steps.append(TrailStep("disclosed", e["ts"], {
-                        **common, "exposed": hit.get("exposed"), "retrieved": hit.get("retrieved")}, qid))
+                        **who, "was_exposed": hit.get("exposed"), "was_retrieved": hit.get("retrieved")}, qid))
     return steps
 
 
