@@ -156,10 +156,12 @@ def test_namespace_restriction_cannot_be_bypassed(tmp_path, encoder):
         with pytest.raises(PermissionError):
             call()
     assert r.store.get("b-trip").revision == b.revision
+    with pytest.raises(PermissionError, match="unknown id or a namespace"):  # same answer as for b-trip
+        r.retire("no-such-id", 1, principal="alice")
 
     # Every public method of the retriever is covered above (a new one must be added here).
     covered = {"retrieve", "readable_namespaces", "report_exposed", "report_answer", "add",
-               "update", "correct", "retire", "mark_reviewed", "forget", "open", "index_ids",
+               "update", "correct", "retire", "mark_reviewed", "forget", "open",
                "precomputed_bytes", "route"}
     public = {n for n, _ in inspect.getmembers(GatedRetriever) if not n.startswith("_")}
     assert public == covered, f"review the namespace guarantee for {sorted(public - covered)}"
@@ -395,7 +397,7 @@ def test_forgotten_detail_never_returns_but_its_directive_does(tmp_path, encoder
             assert "a-phone" not in result.ids + [e.memory_id for e in result.excluded]
             assert all("555-0199" not in i.text for i in result.items)
     assert directive.memory_id in r.retrieve("What is my phone number?", ctx(), k=2).ids
-    assert "a-phone" not in r.index_ids()
+    assert "a-phone" not in r._index_ids()
     assert not r._vpart[slot].any()  # W_v v is invertible in general: it goes with the vector
     assert r.store.get("a-card").review_reasons == ("forgotten:a-phone",)
 
@@ -589,7 +591,7 @@ def test_other_writers_are_seen_and_batches_are_atomic(tmp_path, encoder):
     other.forget("a-locker", Memory("a-locker-forget", "alice", "Forget the locker code.",
                                     policy_tags=["personal"]), directive, encoder=encoder.identity)
     result = r.retrieve("gym locker code", ctx(), k=3)
-    assert "a-locker" not in result.ids and "a-locker" not in r.index_ids()
+    assert "a-locker" not in result.ids and "a-locker" not in r._index_ids()
     assert "a-locker-forget" in result.ids
     # a batch is all or nothing
     n = len(other)

@@ -486,8 +486,9 @@ class GatedRetriever:
             return 0
         return len(self._index) * self._vpart.shape[1] * 4
 
-    def index_ids(self) -> list[str]:
-        """Ids of the records currently in the query index (live records only)."""
+    def _index_ids(self) -> list[str]:
+        """Ids of the records currently in the query index, every namespace (diagnostics and
+        tests only: not part of the namespace-restricted public surface)."""
         idx = self._index
         return [idx.ids[p] for p in np.flatnonzero(idx.alive[: len(idx.ids)])]
 
@@ -523,9 +524,15 @@ class GatedRetriever:
 
     def _check_record_access(self, principal: Optional[str], memory_id: str) -> Memory:
         record = self.store.get(memory_id)
+        acl = self.config.acl
+        if acl is not None and (record is None or principal not in acl
+                                or record.namespace not in acl[principal]):
+            # one answer for "unknown" and "not yours": no existence oracle across namespaces
+            raise PermissionError(
+                f"principal {principal!r} cannot use memory {memory_id!r}: unknown id or a "
+                "namespace outside its ACL")
         if record is None:
             raise KeyError(f"no memory with id {memory_id!r}")
-        self._check_write(principal, record.namespace)
         return record
 
     # -- writes -------------------------------------------------------------------------------
