@@ -24,7 +24,7 @@ INSTANCE_TYPES = (
 DEFAULT_CONFIG: dict[str, Any] = {
     "seed": 0,
     "splits": {
-        "train": {"groups": 275},
+        "train": {"groups": 250},
         "dev": {"groups": 16},
         "test": {"groups": 52},
     },
@@ -37,8 +37,8 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "scenario_weights": {name: 1.0 for name in INSTANCE_TYPES},
     "queries": {
         "risk": 3,  # risk queries per instance (distinct templates)
-        "beneficial": 2,  # beneficial-control queries per instance
-        "history": 1,  # history-intent queries per superseded instance
+        "beneficial": 3,  # beneficial-control queries per instance (as many as risk queries)
+        "history": 2,  # history-intent queries per superseded instance
         "unknown_intent_share": 0.1,  # risk/control queries of policy scenarios with intent "unknown"
         "forgotten_history_share": 0.25,  # forgotten queries asked with history intent
     },
@@ -71,7 +71,7 @@ DEFAULT_CONFIG: dict[str, Any] = {
     },
     "audit": {
         "enabled": True,
-        "max_pairs": 12000,  # deterministic subsample per split
+        "max_pairs": 8000,  # deterministic subsample per split
         "folds": 5,
         "c_grid": [0.1, 1.0, 10.0],
     },
