@@ -172,15 +172,18 @@ def mine_train(view: SplitView, cos, matrix, negative_kinds: set, max_mined: int
         stats[s] = {"hard_negative_candidates": len(hn), "hard_positive_candidates": len(hp), "selected_each": n}
         selected += [("hard_negative", *x) for x in hn[:n]] + [("hard_positive", *x) for x in hp[:n]]
     rows = [dict(t, hardness=None) for t in view.triples]
-    seen = {(t["query_id"], t["pos_id"], t["neg_id"]) for t in view.triples}
-    added = 0
+    index = {(t["query_id"], t["pos_id"], t["neg_id"]): i for i, t in enumerate(view.triples)}
+    added = marked = 0
     for kind, _margin, qid, p, n in selected:
         key = (qid, p, n)
         lab = view.label[qid][n]
-        if key in seen:
-            continue
-        seen.add(key)
         q, pm, nm = view.qry[qid], view.mem[p], view.mem[n]
+        if key in index:  # already a template triple: mark it (the balance counts it)
+            rows[index[key]].update(hardness=kind, cos_pos=cos(q["text"], pm["text"]),
+                                    cos_neg=cos(q["text"], nm["text"]))
+            marked += 1
+            continue
+        index[key] = len(rows)
         meta = view.query_meta[qid]
         rows.append({
             "triple_id": f"{qid}-h{added:05d}", "group_id": q["group_id"], "query_id": qid,
@@ -191,7 +194,8 @@ def mine_train(view: SplitView, cos, matrix, negative_kinds: set, max_mined: int
             "hardness": kind, "cos_pos": cos(q["text"], pm["text"]), "cos_neg": cos(q["text"], nm["text"]),
         })
         added += 1
-    return rows, {"per_scenario": stats, "template_triples": len(view.triples), "mined_added": added}
+    return rows, {"per_scenario": stats, "template_triples": len(view.triples), "mined_added": added,
+                  "template_marked": marked}
 
 
 def mine(data_dir: Path, encoder_model: Optional[str] = None, max_mined: int = 10000,

@@ -371,6 +371,6 @@ def test_mining_adds_hardness_without_touching_split_files(tmp_path):
         assert "overall" in entry[table]
     mined = _rows(out / "mined" / key / "triples.jsonl")
     assert len(mined) >= meta["counts"]["train"]["cross_domain"]["triples"]
-    kinds = [r["hardness"] for r in mined if r["source"] == "mined"]
-    assert kinds.count("hard_negative") == kinds.count("hard_positive")
-    assert result["mined"]["mined_added"] == len(kinds)
+    kinds = [r["hardness"] for r in mined if r["hardness"]]
+    assert kinds.count("hard_negative") == kinds.count("hard_positive") > 0
+    assert result["mined"]["mined_added"] == sum(1 for r in mined if r["source"] == "mined")
