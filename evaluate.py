@@ -2,7 +2,7 @@
 
     python evaluate.py [--checkpoint checkpoints/memgate-minilm-l6] [--data data/default]
                        [--out reports/<name>] [--no-real] [--n-boot 10000]
-                       [--sweep [--sweep-seeds 10]]
+                       [--sweep [--sweep-seeds 10] [--sweep-rows first_seed|all|none]]
     python evaluate.py --cases FILE.jsonl [--checkpoint DIR] [--out reports/cases-<stem>]
 
 Writes report.md, metrics.json, routes.jsonl, timings.json and PNG plots.
@@ -35,6 +35,8 @@ def main(argv=None) -> int:
     parser.add_argument("--sweep", action="store_true",
                         help="also run the metadata corruption sweep (routes_sweep.jsonl; slow)")
     parser.add_argument("--sweep-seeds", type=int, default=10, help="corruption seeds per rate")
+    parser.add_argument("--sweep-rows", default="first_seed", choices=("first_seed", "all", "none"),
+                        help="which sweep runs write routes_sweep.jsonl rows (default: seed 0)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 
@@ -58,7 +60,7 @@ def main(argv=None) -> int:
     evaluate(checkpoint, data_dir, out, routes=routes,
              real_sources=() if args.no_real else ("locomo", "gatemem"),
              n_boot=args.n_boot, seed=args.seed, num_threads=args.threads,
-             sweep_seeds=args.sweep_seeds if args.sweep else 0)
+             sweep_seeds=args.sweep_seeds if args.sweep else 0, sweep_rows=args.sweep_rows)
     print((out / "report.md").read_text().split("## ")[1] if (out / "report.md").exists() else "")
     print(f"wrote {out}/report.md")
     return 0

@@ -216,6 +216,7 @@ def evaluate(
     num_threads: int = 2,
     extra_sources: Sequence[PreparedSource] = (),
     sweep_seeds: int = 0,
+    sweep_rows: str = "first_seed",
 ) -> dict:
     set_offline_defaults()
     torch.set_num_threads(num_threads)
@@ -296,7 +297,7 @@ def evaluate(
 
         t0 = time.perf_counter()
         metrics["sweep"] = run_sweep(prepared, settings, gate, out_dir / "routes_sweep.jsonl",
-                                     seeds=sweep_seeds)
+                                     seeds=sweep_seeds, rows=sweep_rows)
         timings["sweep"] = time.perf_counter() - t0
     write_jsonl(out_dir / "routes.jsonl", all_rows)
     (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=1, sort_keys=True) + "\n")

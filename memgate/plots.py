@@ -150,6 +150,7 @@ def plot_sweep(out_dir: Path, sweep: dict) -> list[Path]:
             ax.set_title(f"{channel} (vs clean {entry['baseline']})", fontsize=9)
             ax.set_xlabel("corruption rate", fontsize=8)
             ax.set_ylabel("L_RC@20", fontsize=8)
+            ax.tick_params(labelbottom=True, labelsize=7)
             ax.grid(alpha=0.3)
         for ax in list(axes.flat)[len(channels):]:
             ax.axis("off")

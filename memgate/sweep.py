@@ -15,8 +15,15 @@ every tested rate ≤ r** — a grid point of the tested rates, not an estimated
 when the route does not beat the baseline even on clean metadata.
 
 Rows go to ``routes_sweep.jsonl`` (routes.jsonl fields, ``corruption`` =
-``"<field>:<kind>@<rate>#<seed>"``; rate-0 rows are the clean rows of routes.jsonl and are not
-repeated); the summary goes to ``metrics.json`` under ``sweep``.
+``"<field>:<kind>@<rate>#<seed>"``); by default only seed 0 of every (channel, rate) writes rows
+(``rows="all"`` writes every seed: on the default synthetic test split that is millions of rows,
+gigabytes); rate-0 rows are the clean rows of routes.jsonl and are not repeated. The summary goes
+to ``metrics.json`` under ``sweep``, with every seed's mean.
+
+Speed: the clean pass memoises every (route, query) result; a corrupted run re-ranks only the
+queries whose support can differ (a corrupted memory enters or leaves it, or the query's own
+context changed) and the Kleene verdicts are vectorised (``SweepRunner``). Both are checked
+against ``run_source`` on the corrupted sources in tests/test_corruption.py.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
+from memgate.admissibility import INTENTS, lifecycle_value
 from memgate.corruption import CHANNELS, RATES, corrupt_source, corruption_rng, corruption_tag, field_of
 from memgate.evaluation import EvalSettings, PreparedSource
 from memgate.protocol import routes_row, score_query
@@ -38,10 +46,12 @@ from memgate.sources import EvalSource
 log = logging.getLogger(__name__)
 
 SWEEP_K = 20
+# The routes whose support reads metadata (the baselines are run clean). post_filter_100 and
+# post_filter_500 are left out for time: on stores whose namespaces hold fewer than D memories
+# they rank exactly like kleene_gate.
 SWEEP_ROUTES = (
-    "namespace_dense", "current_only", "kleene_gate", "kleene_gate_fail_closed",
-    "post_filter_20", "post_filter_100", "post_filter_500", "learned_gate_namespace",
-    "learned_gate_namespace_drop", "hybrid",
+    "namespace_dense", "current_only", "kleene_gate", "kleene_gate_fail_closed", "post_filter_20",
+    "learned_gate_namespace", "learned_gate_namespace_drop", "hybrid",
 )
 BASELINE_OF_FIELD = {"namespace": "global_dense", "policy": "namespace_dense",
                      "lifecycle": "namespace_dense", "intent": "namespace_dense"}
@@ -79,8 +89,144 @@ def _round(x: Optional[float]) -> Optional[float]:
     return None if x is None else round(float(x), 10)
 
 
+def _tri(value) -> int:
+    return -1 if value is None else int(value)
+
+
+class SweepRunner(RouteRunner):
+    """``RouteRunner`` whose candidate support is vectorised, per query and across queries.
+
+    ``RouteRunner.support`` calls ``route_verdict`` once per surviving candidate, which is cheap on
+    clean metadata (a namespace leaves a handful) and very slow under corruptions that make much
+    of the store readable (``namespace:false_allow``). Here the three axes come from per-memory
+    tables (policy per query purpose, lifecycle per intent, scoped supersession per query
+    applicability) joined by a vectorised strong Kleene AND, and ``inclusion`` evaluates the
+    support rule for a set of memories against every query at once. The verdicts are
+    ``route_verdict``'s: tests/test_corruption.py compares the sweep with ``run_source`` on
+    corrupted sources for every channel.
+    """
+
+    def __init__(self, view, *args, **kwargs):
+        super().__init__(view, *args, **kwargs)
+        rules = view.policy_rules
+        mems, queries = view.memories, view.queries
+        purposes = list(dict.fromkeys(q.purpose for q in queries))
+        self._purpose_col = {p: i for i, p in enumerate(purposes)}
+        self._policy = np.empty((len(mems), len(purposes)), dtype=np.int8)
+        by_tags: dict = {}
+        for i, m in enumerate(mems):
+            if m.policy_tags not in by_tags:
+                by_tags[m.policy_tags] = [_tri(rules.evaluate(m.policy_tags, p)[0]) for p in purposes]
+            self._policy[i] = by_tags[m.policy_tags]
+        by_state = {s: [_tri(lifecycle_value(s, intent)) for intent in INTENTS]
+                    for s in ("current", "stale", "superseded", "forgotten", "unknown")}
+        self._life = np.array([by_state[m.lifecycle_state] for m in mems], dtype=np.int8).reshape(
+            len(mems), len(INTENTS))
+        self._scoped = np.array([m.lifecycle_state == "superseded" and m.supersession_scope is not None
+                                 for m in mems], dtype=bool)
+        # Scoped supersession, column-wise over the scoped memories (SupersessionScope.contains).
+        scopes = [mems[i].supersession_scope for i in np.flatnonzero(self._scoped)]
+        self._scoped_pos = np.cumsum(self._scoped) - 1  # memory index -> row among the scoped
+        self._sc_subject = np.array([sc.subject for sc in scopes], dtype=object)
+        self._sc_has_subject = np.array([sc.subject is not None for sc in scopes], dtype=bool)
+        self._sc_has_window = np.array([sc.valid_from is not None or sc.valid_to is not None
+                                        for sc in scopes], dtype=bool)
+        self._sc_from = [sc.valid_from or "" for sc in scopes]
+        self._sc_to = [sc.valid_to for sc in scopes]
+        self._readable_cache: dict = {}
+        self._scoped_cache: dict = {}
+        self._support_cache: dict = {}
+        # Per query: readable namespace codes (a row of a table), purpose column, intent column.
+        self._q_readable = np.zeros((len(queries), len(self._ns_code) + 1), dtype=bool)
+        for qi, q in enumerate(queries):
+            table = self._readable(q.namespaces)
+            if table is not None:
+                self._q_readable[qi] = table
+        self._q_has_ns = np.array([q.namespaces is not None for q in queries], dtype=bool)
+        self._q_purpose = np.array([self._purpose_col[q.purpose] for q in queries], dtype=np.int64)
+        self._q_intent = np.array([INTENTS.index(q.intent) for q in queries], dtype=np.int64)
+
+    def _readable(self, namespaces) -> Optional[np.ndarray]:
+        """Boolean table over namespace codes (last entry: code -1, never readable)."""
+        if namespaces is None:
+            return None
+        if namespaces not in self._readable_cache:
+            table = np.zeros(len(self._ns_code) + 1, dtype=bool)
+            table[[self._ns_code[n] for n in namespaces if n in self._ns_code]] = True
+            self._readable_cache[namespaces] = table
+        return self._readable_cache[namespaces]
+
+    def _scoped_lifecycle(self, subject, time, intent) -> np.ndarray:
+        """Lifecycle tri-state of every scoped-superseded memory for one query applicability."""
+        key = (subject, time, intent)
+        if key not in self._scoped_cache:
+            n = len(self._sc_subject)
+            if subject is None:
+                subj = np.where(self._sc_has_subject, -1, 1)
+            else:
+                subj = np.where(self._sc_has_subject, (self._sc_subject == subject).astype(np.int8), 1)
+            if time is None:
+                window = np.where(self._sc_has_window, -1, 1)
+            else:
+                inside = [time >= f and (t is None or time < t) for f, t in zip(self._sc_from, self._sc_to)]
+                window = np.where(self._sc_has_window, np.array(inside, dtype=np.int8).reshape(n), 1)
+            inside = _and3(np.stack([subj, window]).reshape(2, n))
+            # inside -> superseded, outside -> current, unresolved -> unknown (effective_state)
+            value = {s: _tri(lifecycle_value(s, intent)) for s in ("superseded", "current", "unknown")}
+            self._scoped_cache[key] = np.select(
+                [inside == 1, inside == 0], [value["superseded"], value["current"]], value["unknown"]
+            ).astype(np.int8)
+        return self._scoped_cache[key]
+
+    def support(self, qi: int, spec: RouteSpec) -> np.ndarray:
+        key = (qi, spec)
+        if key not in self._support_cache:  # run() asks again for the same (query, route)
+            pool = self.view.pools[self.view.queries[qi].query_id]
+            keep = self.inclusion(spec, pool, np.array([qi]))[0]
+            self._support_cache[key] = np.flatnonzero(keep)
+        return self._support_cache[key]
+
+    def inclusion(self, spec: RouteSpec, memories: np.ndarray, queries: np.ndarray) -> np.ndarray:
+        """(len(queries), len(memories)) booleans: is the memory in the query's support (pool
+        membership aside)?"""
+        memories = np.asarray(memories, dtype=np.int64)
+        ns = self._ns[memories]
+        readable = self._q_readable[queries][:, ns]  # code -1 -> the last column, never readable
+        keep = np.ones(readable.shape, dtype=bool)
+        if spec.namespace:
+            keep &= readable
+        if spec.current_only:
+            keep &= self._current_or_unknown[memories][None, :]
+        if spec.kleene:
+            scope = np.where(ns[None, :] < 0, -1, readable.astype(np.int8))
+            scope[~self._q_has_ns[queries], :] = -1
+            policy = self._policy[memories][:, self._q_purpose[queries]].T
+            life = self._life[memories][:, self._q_intent[queries]].T
+            scoped = np.flatnonzero(self._scoped[memories])
+            if len(scoped):
+                life = life.copy()
+                rows = self._scoped_pos[memories[scoped]]
+                for r, qi in enumerate(queries):
+                    q = self.view.queries[qi]
+                    life[r, scoped] = self._scoped_lifecycle(q.subject, q.time, q.intent)[rows]
+            a = _and3(np.stack([scope, policy, life]))
+            keep &= (a != 0) if spec.kleene == "open" else (a == 1)
+        return keep
+
+
+def _and3(axes: np.ndarray) -> np.ndarray:
+    """Strong Kleene AND over axis 0 of an int array coded 1 / 0 / -1 (True / False / None)."""
+    return np.where((axes == 0).any(axis=0), 0, np.where((axes == 1).all(axis=0), 1, -1))
+
+
 class _Scorer:
-    """Runs one route over one (possibly corrupted) route view and scores it with clean labels."""
+    """Runs routes over (possibly corrupted) route views and scores them with the clean labels.
+
+    The clean pass memoises every (route, query) result. A corrupted run re-ranks only the
+    *affected* queries — those whose support may differ from the clean one — and reuses the clean
+    result elsewhere: a route's ranking is a function of its support (texts, and so every score,
+    never change under corruption).
+    """
 
     def __init__(self, clean: EvalSource, settings: EvalSettings, write_row: Callable[[dict], None]):
         self.clean = clean
@@ -88,6 +234,8 @@ class _Scorer:
         self.write_row = write_row
         self.groups = [clean.group_of(q.query_id) for q in clean.queries]
         self._labels: dict = {}
+        self._clean: dict = {}  # (route, query index) -> (RouteResult, QueryOutcome)
+        self._clean_support: dict = {}  # (route, query index) -> support positions
 
     def _label(self, qid: str, mid: str):
         key = (qid, mid)
@@ -96,25 +244,41 @@ class _Scorer:
             self._labels[key] = (label.admissible, label.reasons)
         return self._labels[key]
 
-    def mean_l_rc(self, runner: RouteRunner, name: str, tag: Optional[str]) -> Optional[float]:
+    def _score(self, qid: str, ranked: list):
+        labels = [self._label(qid, mid) for mid in ranked]
+        return score_query(
+            ranked, self.clean.anchor_groups.get(qid, []),
+            {mid: a for mid, (a, _) in zip(ranked, labels)},
+            {mid: r for mid, (_, r) in zip(ranked, labels)},
+            k_budget=SWEEP_K, tau=self.settings.tau, infeasible_cost=self.settings.infeasible_cost,
+        )
+
+    def mean_l_rc(self, runner: RouteRunner, name: str, tag: Optional[str] = None,
+                  affected: Optional[np.ndarray] = None, write: bool = True,
+                  verify: bool = False) -> Optional[float]:
+        """Mean l_rc@20 over evaluable queries. ``tag=None`` is the clean pass (memoised);
+        otherwise only ``affected`` queries are re-ranked, and rows are written when ``write``.
+        ``verify`` checks that every unaffected query's support is the clean one (tests)."""
         spec = ROUTE_SPECS[name]
         total, n = 0.0, 0
         for qi, query in enumerate(self.clean.queries):
-            routed = runner.run(qi, spec, SWEEP_K)
-            ranked = routed.ranked_ids
-            labels = [self._label(query.query_id, mid) for mid in ranked]
-            outcome = score_query(
-                ranked, self.clean.anchor_groups.get(query.query_id, []),
-                {mid: a for mid, (a, _) in zip(ranked, labels)},
-                {mid: r for mid, (_, r) in zip(ranked, labels)},
-                k_budget=SWEEP_K, tau=self.settings.tau,
-                infeasible_cost=self.settings.infeasible_cost,
-            )
-            if tag is not None:
+            if tag is None:
+                routed = runner.run(qi, spec, SWEEP_K)
+                outcome = self._score(query.query_id, routed.ranked_ids)
+                self._clean[(name, qi)] = (routed, outcome)
+                self._clean_support[(name, qi)] = runner.support(qi, spec)
+            elif affected is not None and not affected[qi]:
+                if verify and not np.array_equal(runner.support(qi, spec), self._clean_support[(name, qi)]):
+                    raise AssertionError(f"{name}: query {query.query_id} marked unaffected but its support changed")
+                routed, outcome = self._clean[(name, qi)]
+            else:
+                routed = runner.run(qi, spec, SWEEP_K)
+                outcome = self._score(query.query_id, routed.ranked_ids)
+            if tag is not None and write:
                 self.write_row(routes_row(
                     source=self.clean.name, group_id=self.groups[qi], query_id=query.query_id,
                     route=name, k_budget=SWEEP_K, tau=self.settings.tau, corruption=tag,
-                    ranked_ids=ranked,
+                    ranked_ids=routed.ranked_ids,
                     candidates_scored={"cosine": routed.candidates_scored_cosine,
                                        "gate": routed.candidates_scored_gate},
                     outcome=outcome,
@@ -123,6 +287,44 @@ class _Scorer:
                 total += outcome.l_rc
                 n += 1
         return total / n if n else None
+
+
+def _pool_members(source: EvalSource) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct pools x memories) membership table and each query's row in it."""
+    rows: dict = {}
+    table, of_query = [], []
+    for q in source.queries:
+        pool = source.pools[q.query_id]
+        key = id(pool)
+        if key not in rows:
+            rows[key] = len(table)
+            member = np.zeros(len(source.memories), dtype=bool)
+            member[pool] = True
+            table.append(member)
+        of_query.append(rows[key])
+    return np.stack(table), np.array(of_query, dtype=np.int64)
+
+
+def _changed_queries(clean: EvalSource, corrupted: EvalSource, changed_memories: np.ndarray) -> np.ndarray:
+    """Queries whose route-visible context changed in a way that can move an unchanged memory's
+    verdict (adding a namespace that only corrupted memories carry does not)."""
+    kept = np.ones(len(clean.memories), dtype=bool)
+    kept[changed_memories] = False
+    kept_ns = {m.namespace for m, k in zip(clean.memories, kept) if k}
+    out = np.zeros(len(clean.queries), dtype=bool)
+    for i, (a, b) in enumerate(zip(clean.queries, corrupted.queries)):
+        if a is b:
+            continue
+        if (a.intent, a.purpose, a.subject, a.time) != (b.intent, b.purpose, b.subject, b.time):
+            out[i] = True
+        elif (a.namespaces is None) != (b.namespaces is None):
+            out[i] = True
+        elif a.namespaces is not None and (a.namespaces ^ b.namespaces) & kept_ns:
+            out[i] = True
+    return out
+
+
+ROW_MODES = ("first_seed", "all", "none")
 
 
 def sweep_source(
@@ -134,21 +336,24 @@ def sweep_source(
     channels: Sequence[str] = CHANNELS,
     routes: Optional[Sequence[str]] = None,
     write_row: Callable[[dict], None] = lambda row: None,
+    rows: str = "first_seed",
+    verify: bool = False,
 ) -> dict:
-    """The sweep summary of one source (see the module docstring)."""
+    """The sweep summary of one source (see the module docstring). ``rows``: which corrupted
+    runs write routes_sweep.jsonl rows (``first_seed``: seed 0 of every channel and rate)."""
     if seeds < 1:
         raise ValueError(f"seeds must be >= 1, got {seeds}")
-    rates = sorted(float(r) for r in rates)
-    if not rates or rates[0] != 0.0:
-        rates = [0.0] + rates
+    if rows not in ROW_MODES:
+        raise ValueError(f"rows must be one of {ROW_MODES}, got {rows!r}")
+    rates = sorted({0.0, *(float(r) for r in rates)})
     clean = prepared.source
     M, Q = prepared.memory_vectors, prepared.query_vectors
     gate_scorer = None
     if gate is not None and gate.config.dim == M.shape[1]:
         gate_scorer = GateScorer(gate, M, Q)
 
-    def make_runner(source: EvalSource) -> RouteRunner:
-        return RouteRunner(source.route_view(), M, Q, gate_scorer,
+    def make_runner(source: EvalSource) -> SweepRunner:
+        return SweepRunner(source.route_view(), M, Q, gate_scorer,
                            rerank_depth=settings.rerank_depth, drop_threshold=settings.drop_threshold)
 
     clean_runner = make_runner(clean)
@@ -169,7 +374,9 @@ def sweep_source(
     scorer = _Scorer(clean, settings, write_row)
     clean_l_rc = {}
     for name in sorted(set(sweep_routes) | {BASELINE_OF_FIELD[field_of(c)] for c in channels}):
-        clean_l_rc[name] = scorer.mean_l_rc(clean_runner, name, None)
+        clean_l_rc[name] = scorer.mean_l_rc(clean_runner, name)
+    pool_table, pool_of_query = _pool_members(clean)
+    all_queries = np.arange(len(clean.queries))
 
     out: dict = {"clean_l_rc@20": {k: _round(v) for k, v in clean_l_rc.items()},
                  "routes": sweep_routes, "skipped": skipped, "channels": {}}
@@ -177,23 +384,34 @@ def sweep_source(
         field = field_of(channel)
         readers = [r for r in sweep_routes if reads_field(ROUTE_SPECS[r], field)]
         baseline = BASELINE_OF_FIELD[field]
-        per_route = {r: [[clean_l_rc[r]]] for r in readers}  # rate -> per-seed values
-        changed = []
+        per_route = {r: [[clean_l_rc[r]] * seeds] for r in readers}  # rate -> per-seed values
+        changed, rescored = [0.0], [0.0]
         started = time.perf_counter()
         for rate in rates[1:]:
             for r in readers:
                 per_route[r].append([])
-            n_changed = []
+            n_changed, n_rescored = [], []
             for s in range(seeds):
                 tag = corruption_tag(channel, rate, s)
                 corrupted = corrupt_source(clean, channel, rate,
                                            corruption_rng(settings.seed, channel, rate, s), tag)
-                n_changed.append(_n_changed(clean, corrupted, field))
+                memories = np.array([i for i, (a, b) in enumerate(zip(clean.memories, corrupted.memories))
+                                     if a is not b], dtype=np.int64)
+                queries_changed = _changed_queries(clean, corrupted, memories)
+                n_changed.append(len(memories) if field != "intent" else int(queries_changed.sum()))
                 runner = make_runner(corrupted)
                 runner._cos_cache = clean_runner._cos_cache  # same vectors and pools
+                in_pool = pool_table[pool_of_query][:, memories]
                 for r in readers:
-                    per_route[r][-1].append(scorer.mean_l_rc(runner, r, tag))
+                    spec = ROUTE_SPECS[r]
+                    moved = (clean_runner.inclusion(spec, memories, all_queries)
+                             != runner.inclusion(spec, memories, all_queries)) & in_pool
+                    affected = queries_changed | moved.any(axis=1)
+                    n_rescored.append(int(affected.sum()))
+                    write = rows == "all" or (rows == "first_seed" and s == 0)
+                    per_route[r][-1].append(scorer.mean_l_rc(runner, r, tag, affected, write, verify))
             changed.append(float(np.mean(n_changed)))
+            rescored.append(float(np.mean(n_rescored)) if n_rescored else 0.0)
         log.info("sweep %s %s: %d routes x %d rates x %d seeds in %.1f s", clean.name, channel,
                  len(readers), len(rates) - 1, seeds, time.perf_counter() - started)
         routes_out = {}
@@ -203,21 +421,17 @@ def sweep_source(
                 "l_rc@20": [_round(m) for m in means],
                 "l_rc@20_min": [_round(min(v)) if None not in v else None for v in by_rate],
                 "l_rc@20_max": [_round(max(v)) if None not in v else None for v in by_rate],
+                "l_rc@20_by_seed": [[_round(x) for x in v] for v in by_rate],
                 SUMMARY_KEY: largest_rate_beating(rates, means, clean_l_rc[baseline]),
             }
         out["channels"][channel] = {
             "baseline": baseline,
             "baseline_l_rc@20": _round(clean_l_rc[baseline]),
-            "records_changed": [0.0] + changed,
+            "records_changed": changed,
+            "queries_reranked_per_route": rescored,
             "routes": routes_out,
         }
     return out
-
-
-def _n_changed(clean: EvalSource, corrupted: EvalSource, field: str) -> int:
-    if field == "intent":
-        return sum(a is not b for a, b in zip(clean.queries, corrupted.queries))
-    return sum(a is not b for a, b in zip(clean.memories, corrupted.memories))
 
 
 def run_sweep(
@@ -229,6 +443,7 @@ def run_sweep(
     rates: Sequence[float] = RATES,
     channels: Sequence[str] = CHANNELS,
     routes: Optional[Sequence[str]] = None,
+    rows: str = "first_seed",
 ) -> dict:
     """Sweep every source; stream the rows to ``out_path`` (routes_sweep.jsonl); return the summary."""
     if routes is None:
@@ -237,7 +452,7 @@ def run_sweep(
     summary: dict = {
         "k_budget": SWEEP_K, "tau": settings.tau, "rates": rates, "seeds": seeds,
         "channels": list(channels), "baselines": dict(BASELINE_OF_FIELD), "definition": DEFINITION,
-        "estimate": "point (mean over seeds, no bootstrap)", "sources": {},
+        "estimate": "point (mean over seeds, no bootstrap)", "rows": rows, "sources": {},
     }
     handle = None
     if out_path is not None:
@@ -252,7 +467,7 @@ def run_sweep(
         for item in prepared:
             summary["sources"][item.source.name] = sweep_source(
                 item, settings, gate, seeds=seeds, rates=rates, channels=channels, routes=routes,
-                write_row=write_row)
+                write_row=write_row, rows=rows)
     finally:
         if handle is not None:
             handle.close()

@@ -11,7 +11,7 @@ import json
 import numpy as np
 import pytest
 
-from memgate.admissibility import PolicyRules
+from memgate.admissibility import PolicyRules, SupersessionScope
 from memgate.corruption import (
     ALLOW_TAG,
     CHANNELS,
@@ -41,21 +41,35 @@ MEMORY_FIELDS = {"namespace": ("namespace",), "policy": ("policy_tags",),
                  "lifecycle": ("lifecycle_state", "supersession_scope"), "intent": ()}
 
 
+def default_label(query: QueryContext, memory: MemoryRecord) -> PairLabel:
+    """The generated data's rule (wrong scope), and unresolved for a query without an ACL."""
+    if query.namespaces is None:
+        return PairLabel(query.query_id, memory.memory_id, "unresolved", None, None, None)
+    return wrong_scope_or_error(query, memory)
+
+
+SCOPES = (SupersessionScope(subject="trip"), SupersessionScope(valid_from="2024-01", valid_to="2024-06"),
+          SupersessionScope(subject="job", valid_from="2023-01"))
+
+
 def synthetic_like(n_groups: int = 8, per_group: int = 40, queries_per_group: int = 6, seed: int = 0,
                    dim: int = 16) -> PreparedSource:
-    """Personas with their own namespace, mixed tags and states, explicit in-scope labels and the
-    generated data's default rule (wrong scope) for the rest."""
+    """Personas with their own namespace, mixed tags and states (some scoped supersessions),
+    explicit in-scope labels and the generated data's default rule (wrong scope) for the rest.
+    Queries of odd groups search a smaller shared store; one query per group has no ACL."""
     rng = np.random.default_rng(seed)
     memories, queries, labels, anchors = [], [], {}, {}
     for g in range(n_groups):
         ns = f"persona{g}"
         mine = []
         for j in range(per_group):
+            state = STATES[int(rng.integers(len(STATES)))]
             m = MemoryRecord(
                 memory_id=f"g{g}m{j:03d}", text=f"persona {g} memory {j}",
                 namespace=None if j % 17 == 16 else ns,
                 policy_tags=TAGS[int(rng.integers(len(TAGS)))],
-                lifecycle_state=STATES[int(rng.integers(len(STATES)))],
+                lifecycle_state=state,
+                supersession_scope=SCOPES[j % 3] if state == "superseded" and j % 2 else None,
                 released_order=j, group_id=ns,
             )
             memories.append(m)
@@ -64,8 +78,9 @@ def synthetic_like(n_groups: int = 8, per_group: int = 40, queries_per_group: in
             qid = f"g{g}q{k}"
             queries.append(QueryContext(
                 query_id=qid, text=f"question {k} of persona {g}", principal=ns,
-                namespaces=frozenset({ns}), purpose=("p", "r")[k % 2],
+                namespaces=None if k == 5 else frozenset({ns}), purpose=("p", "r")[k % 2],
                 intent=("current_state", "history", "unknown")[k % 3], group_id=ns,
+                subject=("trip", "job", None)[k % 3], time=("2024-03", None, "2023-05", "2025-01")[k % 4],
             ))
             required = {m.memory_id for m in rng.choice(mine, size=2, replace=False)}
             labels[qid] = {}
@@ -79,11 +94,13 @@ def synthetic_like(n_groups: int = 8, per_group: int = 40, queries_per_group: in
                     lifecycle=True, policy_reasons=(),
                 )
             anchors[qid] = [frozenset({mid}) for mid in sorted(required) if mid in labels[qid]]
+    whole = np.arange(len(memories), dtype=np.int64)
+    half = np.arange(0, len(memories), 2, dtype=np.int64)
     source = EvalSource(
         name="synthetic_like", memories=memories, queries=queries,
-        pools={q.query_id: np.arange(len(memories), dtype=np.int64) for q in queries},
+        pools={q.query_id: (half if int(q.query_id[1:].split("q")[0]) % 2 else whole) for q in queries},
         labels=labels, anchor_groups=anchors, policy_rules=RULES,
-        default_label=wrong_scope_or_error,
+        default_label=default_label,
         query_meta={q.query_id: {"scenario": "x"} for q in queries},
     )
     M = rng.normal(size=(len(memories), dim)).astype(np.float32)
@@ -123,7 +140,7 @@ def test_only_route_visible_fields_change_and_the_truth_is_the_same(prepared, ch
         assert _without(a, names) == _without(b, names)  # ids, texts, order, ... unchanged
     for a, b in zip(clean.queries, bad.queries):
         if channel == "namespace:false_allow":
-            assert b.namespaces == a.namespaces | {SHARED_NAMESPACE}
+            assert b.namespaces == (None if a.namespaces is None else a.namespaces | {SHARED_NAMESPACE})
             a, b = dataclasses.replace(a, namespaces=None), dataclasses.replace(b, namespaces=None)
         if field == "intent":
             a, b = dataclasses.replace(a, intent="unknown"), dataclasses.replace(b, intent="unknown")
@@ -267,15 +284,50 @@ def test_sweep_clean_figures_match_the_evaluation_and_rows_are_tagged(prepared, 
                 sweep["rates"], curve["l_rc@20"], base)
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     n_q = len(small.source.queries)
-    # namespace: 4 routes, policy and intent: 2 routes each; 2 rates x 2 seeds; one row per query.
-    assert len(rows) == (4 + 2 + 2) * 2 * 2 * n_q
+    # namespace: 4 routes, policy and intent: 2 routes each; 2 rates x seed 0; one row per query.
+    assert len(rows) == (4 + 2 + 2) * 2 * 1 * n_q
     tags = {r["corruption"] for r in rows}
-    assert "namespace:false_deny@0.5#1" in tags and "intent:flip@0.1#0" in tags
+    assert "namespace:false_deny@0.5#0" in tags and "intent:flip@0.1#0" in tags
+    assert not any(t.endswith("#1") for t in tags)  # rows="first_seed" (the default)
     # Per (tag, route) the rows' mean l_rc is the seed value the summary averaged.
-    sel = [r["l_rc"] for r in rows if r["corruption"] in ("policy:false_allow@0.5#0", "policy:false_allow@0.5#1")
+    sel = [r["l_rc"] for r in rows if r["corruption"] == "policy:false_allow@0.5#0"
            and r["route"] == "kleene_gate" and r["l_rc"] is not None]
-    assert np.mean(sel) == pytest.approx(res["channels"]["policy:false_allow"]["routes"]["kleene_gate"]["l_rc@20"][2])
+    by_seed = res["channels"]["policy:false_allow"]["routes"]["kleene_gate"]["l_rc@20_by_seed"]
+    assert np.mean(sel) == pytest.approx(by_seed[2][0])
     from memgate.plots import plot_sweep
 
     assert plot_sweep(tmp_path, sweep) == [tmp_path / "corruption_synthetic_like.png"]
     assert (tmp_path / "corruption_synthetic_like.png").stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("channel", CHANNELS)
+def test_sweep_equals_the_evaluation_on_corrupted_sources(channel):
+    """The sweep's shortcuts (vectorised verdicts, re-ranking only affected queries) give exactly
+    what run_source gives on each corrupted source."""
+    small = synthetic_like(n_groups=4, per_group=24, queries_per_group=6, seed=2)
+    routes = ["namespace_dense", "current_only", "kleene_gate", "kleene_gate_fail_closed", "post_filter_20"]
+    settings = EvalSettings(routes=routes + ["global_dense"], budgets=(20,), n_boot=10, seed=5)
+    rates = [0.1, 0.5]
+    sweep = run_sweep([small], settings, None, None, seeds=2, rates=rates, channels=[channel],
+                      routes=routes)
+    entry = sweep["sources"]["synthetic_like"]["channels"][channel]
+    assert entry["routes"], "some route must read every field"
+    for ri, rate in enumerate(rates, start=1):
+        for s in range(2):
+            bad = corrupt_source(small.source, channel, rate, corruption_rng(5, channel, rate, s))
+            result = run_source(PreparedSource(bad, small.memory_vectors, small.query_vectors),
+                                dataclasses.replace(settings, routes=list(entry["routes"])))
+            for route, curve in entry["routes"].items():
+                values = [q["l_rc@20"] for q in result.per_query[route] if q["l_rc@20"] is not None]
+                assert curve["l_rc@20_by_seed"][ri][s] == pytest.approx(np.mean(values), abs=1e-9), \
+                    (route, rate, s)
+    assert entry["records_changed"][2] > 0
+
+
+def test_sweep_marks_every_changed_support_as_affected(prepared):
+    from memgate.sweep import sweep_source
+
+    settings = EvalSettings(routes=["global_dense"], budgets=(20,))
+    sweep_source(prepared, settings, None, seeds=1, rates=[0.05, 0.3], rows="none", verify=True,
+                 routes=["namespace_dense", "current_only", "kleene_gate", "kleene_gate_fail_closed",
+                         "post_filter_20"])
