@@ -69,7 +69,7 @@ SUBCOMMANDS: dict[str, Callable[[argparse._SubParsersAction], None]] = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="memgate", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="memgate", description="memgate: admissible memory retrieval tools")
     sub = parser.add_subparsers(dest="command", metavar="<command>")
     for add in SUBCOMMANDS.values():
         add(sub)
