@@ -57,6 +57,17 @@ def training_triples(config: TrainConfig, data_dir: Path, encoder: Encoder) -> t
     return path, read_triples(path, config.data.text_visible_only)
 
 
+def write_weight_digest(gate: MemGate, run_dir: Path, rank: int, stage: str) -> None:
+    """sha256 of the selected weights per process: every rank must hold the same gate."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for name, tensor in sorted(gate.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    (run_dir / f"weights_{stage}_rank{rank}.sha256").write_text(digest.hexdigest() + "\n")
+
+
 def calibrate_gate(gate: MemGate, data_dir: Path, encoder: Encoder, data_hash: str):
     """The learned_gate_drop threshold on suppression S_ref - S, calibrated on synthetic dev."""
     from memgate.drop_calibration import calibrate_scorer, gate_suppression
@@ -146,6 +157,11 @@ def train(
         enable_model_summary=False,
     )
     t0 = time.perf_counter()
+    # The initial gate (g ~ 1, scores = plain cosine) is a candidate too: if no trained step
+    # passes the real-data guard, the export is the near-identity gate, and the history says so.
+    if config.trainer.devices > 1:
+        write_weight_digest(gate, run_dir, 0, "initial")
+    trainer.validate(module, datamodule=dm, verbose=False)
     trainer.fit(module, datamodule=dm)
     train_seconds = time.perf_counter() - t0
     if selection.best_state is None:
@@ -153,8 +169,13 @@ def train(
             "no validation step passed the selection guard; nothing to export "
             f"(history: {json.dumps(selection.history)})"
         )
+    if trainer.world_size > 1:
+        # The weights every process ended training with (before selection picks a step).
+        write_weight_digest(gate, run_dir, trainer.global_rank, "final")
     gate.load_state_dict(selection.best_state)
     gate.eval()
+    if not trainer.is_global_zero:
+        return {"rank": trainer.global_rank, "export_dir": None}
 
     calibration = calibrate_gate(gate, data_dir, encoder, meta["data_hash"])
     export_info = {

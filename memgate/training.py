@@ -186,9 +186,16 @@ class MemGateModule(L.LightningModule):
     def on_validation_epoch_end(self):
         if not self._val:
             return
-        total = sum(d["n"] for d in self._val)
-        merged = {k: sum(d[k] * d["n"] for d in self._val) / total for k in self._val[0] if k != "n"}
+        keys = [k for k in self._val[0] if k != "n"]
+        # Weighted sums, reduced over processes so every rank selects on the whole dev set.
+        sums = torch.tensor(
+            [sum(d["n"] for d in self._val)] + [sum(d[k] * d["n"] for d in self._val) for k in keys],
+            dtype=torch.float64, device=self.device,
+        )
         self._val.clear()
+        if self.trainer.world_size > 1:
+            sums = self.trainer.strategy.reduce(sums, reduce_op="sum")
+        merged = {k: float(sums[i + 1] / sums[0]) for i, k in enumerate(keys)}
         self.last_dev = merged
         self.log_dict({f"dev/{k}": v for k, v in merged.items()}, prog_bar=False)
         self.log("dev_pref_acc_gated", merged["pref_acc_gated"], prog_bar=True)
