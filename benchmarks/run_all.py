@@ -1,0 +1,78 @@
+"""``make bench``: every named figure of the benchmark suite, written to reports/bench.md and
+reports/bench.json. Each benchmark measures its ratios side by side in one run; absolute
+figures are printed beside them. Nothing here is a test: timings depend on the machine.
+
+Figures: gen_triples_per_s; embed_sentences_per_s (cold, cached); train_triples_per_s (per
+width); gate_ms_per_100 per width with and without the write-time split;
+retrieval_ms_top100_100k; overhead_ratio; eval_s per route (from the latest evaluation's
+timings.json, if any); the make demo breakdown (from reports/demo/pipeline_timings.json, if any).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+from memgate.config import REPO_ROOT
+
+
+def _latest_eval_timings() -> dict:
+    for name in ("memgate-minilm-l6", "demo"):
+        path = REPO_ROOT / "reports" / name / "timings.json"
+        if path.exists():
+            return {"report": name, **json.loads(path.read_text())}
+    return {}
+
+
+def main() -> dict:
+    from benchmarks import bench_embed, bench_generate, bench_retriever, bench_train
+
+    started = time.perf_counter()
+    results: dict = {"machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(),
+                                 "load_avg_1m": os.getloadavg()[0]}}
+    results["generate"] = bench_generate.bench(REPO_ROOT / "configs/data/default.yaml", repeats=3, audit=False)
+    results["embed"] = bench_embed.bench()
+    results["train"] = {str(w): bench_train.bench(hidden=w) for w in (256, 512, 1024)}
+    retriever = bench_retriever.run()
+    results["retriever"] = retriever
+    results["eval"] = _latest_eval_timings()
+    demo = REPO_ROOT / "reports" / "demo" / "pipeline_timings.json"
+    results["demo_breakdown_s"] = json.loads(demo.read_text()) if demo.exists() else None
+    results["seconds"] = time.perf_counter() - started
+
+    out = REPO_ROOT / "reports"
+    out.mkdir(exist_ok=True)
+    (out / "bench.json").write_text(json.dumps(results, indent=2, sort_keys=True, default=str) + "\n")
+    lines = ["# memgate benchmarks", "",
+             f"Machine: {results['machine']['cpu_count']} cores, load average "
+             f"{results['machine']['load_avg_1m']:.2f} at the start. Medians over repeats.", "",
+             "| figure | value |", "|---|---|",
+             f"| gen_triples_per_s | {results['generate'].get('gen_triples_per_s', float('nan')):,.0f} |",
+             f"| embed_sentences_per_s (cold) | {results['embed']['embed_sentences_per_s_cold']:,.0f} |",
+             f"| embed_sentences_per_s (cached) | {results['embed']['embed_sentences_per_s_cached']:,.0f} "
+             f"(×{results['embed']['cached_over_cold']:.0f}) |"]
+    for w, r in results["train"].items():
+        lines.append(f"| train_triples_per_s (width {w}) | {r['train_triples_per_s']:,.0f} |")
+    lines.append(f"| retrieval_ms_top100_100k | {retriever['top_ms']:.2f} |")
+    for w in retriever["widths"]:
+        lines.append(f"| gate_ms_per_100 (width {w['hidden']}; plain / write-time split) | "
+                     f"{w['gate_ms_per_100']:.2f} / {w['gate_pre_ms_per_100']:.2f} |")
+        lines.append(f"| overhead_ratio (width {w['hidden']}; plain / split) | "
+                     f"{w['overhead_ratio']:.3f} / {w['overhead_ratio_pre']:.3f} |")
+    lines += ["", "## Retriever", "", "```", bench_retriever.format_report(retriever), "```", ""]
+    if results["eval"]:
+        lines += ["## eval_s per route", "", f"From reports/{results['eval']['report']}/timings.json:", "",
+                  "```", json.dumps(results["eval"].get("routes", {}), indent=1), "```", ""]
+    if results["demo_breakdown_s"]:
+        lines += ["## make demo breakdown (s)", "", "```",
+                  json.dumps(results["demo_breakdown_s"], indent=1), "```", ""]
+    (out / "bench.md").write_text("\n".join(lines))
+    print("\n".join(lines))
+    return results
+
+
+if __name__ == "__main__":
+    main()
