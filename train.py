@@ -23,6 +23,8 @@ def main(argv=None) -> int:
     parser.add_argument("overrides", nargs="*", help="key=value overrides, e.g. optim.lr=3e-4")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    for noisy in ("lightning", "lightning.pytorch", "lightning.fabric"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
 
     from memgate.config import load_config, resolve_path
     from memgate.selection import locomo_guard_for

@@ -226,7 +226,9 @@ class BestGateSelection(L.Callback):
         self.best: Optional[dict] = None
         self.history: list[dict] = []
 
-    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: MemGateModule) -> None:
+    def on_validation_end(self, trainer: L.Trainer, pl_module: MemGateModule) -> None:
+        # on_validation_end, not on_validation_epoch_end: Lightning calls callbacks' epoch-end
+        # hooks before the module's, which would pair these weights with the previous metrics.
         if trainer.sanity_checking or not pl_module.last_dev:
             return
         dev = pl_module.last_dev

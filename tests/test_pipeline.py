@@ -111,3 +111,19 @@ def test_label_permutation_control_is_at_chance(tmp_path):
     reference = summary["headline"]["pref_acc_reference"]
     # No better than the untrained reference by more than noise.
     assert gated <= reference + 0.05
+
+
+def test_selected_metrics_belong_to_the_exported_weights(trained):
+    """The selection records the dev accuracy of the very weights it exports."""
+    from memgate.evaluate_run import encoder_for_gate
+    from memgate.headline import preference_accuracy
+    from memgate.triples import read_triples
+
+    tmp, summary = trained
+    gate = MemGate.from_pretrained(summary["export_dir"])
+    rows = read_triples(tmp / "data" / "dev" / "triples.jsonl", text_visible_only=True)
+    encoder = encoder_for_gate(gate)
+    q, p, n = (encoder.encode([r[k] for r in rows], progress=False)
+               for k in ("query_text", "pos_text", "neg_text"))
+    fresh = preference_accuracy(gate, q, p, n)["pref_acc_gated"]
+    assert abs(fresh - summary["selection"]["dev_pref_acc_gated"]) <= 1e-6
