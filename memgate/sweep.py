@@ -39,7 +39,7 @@ import numpy as np
 from memgate.admissibility import INTENTS, lifecycle_value
 from memgate.corruption import CHANNELS, RATES, corrupt_source, corruption_rng, corruption_tag, field_of
 from memgate.evaluation import EvalSettings, PreparedSource
-from memgate.protocol import routes_row, score_query
+from memgate.protocol import EPS, routes_row, score_query
 from memgate.routes import ROUTE_SPECS, GateScorer, RouteRunner, RouteSpec
 from memgate.sources import EvalSource
 
@@ -236,6 +236,7 @@ class _Scorer:
         self._labels: dict = {}
         self._clean: dict = {}  # (route, query index) -> (RouteResult, QueryOutcome)
         self._clean_support: dict = {}  # (route, query index) -> support positions
+        self._anchors: dict = {}  # query id -> (number of anchor groups, memory id -> groups)
 
     def _label(self, qid: str, mid: str):
         key = (qid, mid)
@@ -253,6 +254,29 @@ class _Scorer:
             k_budget=SWEEP_K, tau=self.settings.tau, infeasible_cost=self.settings.infeasible_cost,
         )
 
+    def _l_rc(self, qid: str, ranked: list) -> Optional[float]:
+        """l_rc of one ranking, the short way (same rule as memgate.protocol.score_query: the
+        share of a != True in the prefix that reaches recall τ, else the infeasibility cost)."""
+        if qid not in self._anchors:
+            groups = self.clean.anchor_groups.get(qid, [])
+            of: dict = {}
+            for gi, g in enumerate(groups):
+                for mid in g:
+                    of.setdefault(mid, []).append(gi)
+            self._anchors[qid] = (len(groups), of)
+        n_groups, of = self._anchors[qid]
+        if not n_groups:
+            return None
+        hit: set = set()
+        not_true = 0
+        for i, mid in enumerate(ranked):
+            if self._label(qid, mid)[0] is not True:
+                not_true += 1
+            hit.update(of.get(mid, ()))
+            if len(hit) / n_groups >= self.settings.tau - EPS:
+                return not_true / (i + 1)
+        return float(self.settings.infeasible_cost)
+
     def mean_l_rc(self, runner: RouteRunner, name: str, tag: Optional[str] = None,
                   affected: Optional[np.ndarray] = None, write: bool = True,
                   verify: bool = False) -> Optional[float]:
@@ -262,6 +286,7 @@ class _Scorer:
         spec = ROUTE_SPECS[name]
         total, n = 0.0, 0
         for qi, query in enumerate(self.clean.queries):
+            outcome = None
             if tag is None:
                 routed = runner.run(qi, spec, SWEEP_K)
                 outcome = self._score(query.query_id, routed.ranked_ids)
@@ -273,7 +298,12 @@ class _Scorer:
                 routed, outcome = self._clean[(name, qi)]
             else:
                 routed = runner.run(qi, spec, SWEEP_K)
-                outcome = self._score(query.query_id, routed.ranked_ids)
+                if write:
+                    outcome = self._score(query.query_id, routed.ranked_ids)
+            if outcome is None:
+                value = self._l_rc(query.query_id, routed.ranked_ids)
+            else:
+                value = outcome.l_rc if outcome.evaluable else None
             if tag is not None and write:
                 self.write_row(routes_row(
                     source=self.clean.name, group_id=self.groups[qi], query_id=query.query_id,
@@ -283,8 +313,8 @@ class _Scorer:
                                        "gate": routed.candidates_scored_gate},
                     outcome=outcome,
                 ))
-            if outcome.evaluable:
-                total += outcome.l_rc
+            if value is not None:
+                total += value
                 n += 1
         return total / n if n else None
 
