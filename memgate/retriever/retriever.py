@@ -25,6 +25,7 @@ import hashlib
 import json
 import time
 import uuid
+import warnings
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -361,6 +362,15 @@ class _Stopwatch:
         self._t = now
 
 
+def _matvec(M: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """``M @ q`` in torch: the gate already runs in torch's thread pool, and a second pool (the
+    BLAS behind numpy) spinning beside it on a few cores slows both down several times."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        Mt = torch.from_numpy(np.asarray(M))  # the read-only memory map is only read
+    return torch.mv(Mt, torch.from_numpy(q)).numpy()
+
+
 def gate_fingerprint(gate: MemGate) -> str:
     h = hashlib.sha256()
     for name, tensor in sorted(gate.state_dict().items()):
@@ -455,7 +465,7 @@ class GatedRetriever:
         version, entries = self.store.changes_since(self._index.seq)
         born, died = self._index.apply(entries)
         self._index.seq = version
-        if self.gate is not None and self.config.precompute:
+        if self.gate is not None and self.config.use_gate and self.config.precompute:
             self._update_vpart(born, died)
 
     @torch.no_grad()
@@ -734,9 +744,9 @@ class GatedRetriever:
         matrix = self.store.vector_matrix()
         slots = idx.slot[support]
         if len(support) > 0.25 * matrix.shape[0]:
-            cos = (np.asarray(matrix) @ q)[slots]  # one pass over the file beats a gather
+            cos = _matvec(matrix, q)[slots]  # one pass over the file beats a gather
         else:
-            cos = np.asarray(matrix[slots]) @ q
+            cos = _matvec(matrix[slots], q)
         cos = cos.astype(np.float64)
 
         def exact_cos(pos: np.ndarray) -> np.ndarray:
