@@ -13,6 +13,9 @@ variant alike; every figure is a median over ``--repeats`` (p90 beside it):
   ``W_v v`` computed once per memory beforehand (the write-time split);
   ``overhead_ratio`` / ``overhead_ratio_pre``: median(top-100 + gate, timed as one block) /
   median(top-100).
+- ``cpu1_*``: the same gate and top-100 figures as single-thread CPU time of the calling
+  thread (``time.thread_time``), a companion that a busy machine inflates far less than wall
+  time; (top + gate) / top from them.
 - ``precomputed_mb``: memory held by the precomputed first-layer parts of N memories
   (N x hidden x 4 bytes) beside ``vectors_mb`` (N x d x 4 bytes), and the one-off cost of
   computing them (``precompute_s``).
@@ -134,6 +137,27 @@ def run(n: int = 100_000, dim: int = 384, repeats: int = 30, threads: int = 2,
                 for key, value in row.items():
                     timings[key].append(value)
 
+    # Contention-robust companion: single-thread CPU time of the calling thread (all the work
+    # runs on it with one torch thread), which a busy machine inflates far less than wall time.
+    cpu: dict[str, list[float]] = {}
+    torch.set_num_threads(1)
+    with torch.no_grad():
+        for r in range(warmup + repeats):
+            qt = torch.from_numpy(queries[r])
+            idx = _top(Mt, qt, TOP)
+            steps = {"top": lambda: _top(Mt, qt, TOP)}
+            for h in widths:
+                steps[f"gate@{h}"] = (lambda g: lambda: g.score(qt, Mt[idx]))(gates[h])
+                steps[f"gate_pre@{h}"] = (lambda g, vp: lambda: g.score_precomputed(
+                    qt, Mt[idx], vp[idx]))(gates[h], torch.from_numpy(vparts[h]))
+            for key, fn in steps.items():
+                t0 = time.thread_time_ns()
+                fn()
+                if r >= warmup:
+                    cpu.setdefault(key, []).append((time.thread_time_ns() - t0) / 1e6)
+    torch.set_num_threads(threads)
+    cpu_med = {k: float(np.median(v)) for k, v in cpu.items()}
+
     med = {k: float(np.median(v)) for k, v in timings.items()}
     p90 = {k: float(np.percentile(v, 90)) for k, v in timings.items()}
     low = {k: float(np.min(v)) for k, v in timings.items()}
@@ -153,6 +177,10 @@ def run(n: int = 100_000, dim: int = 384, repeats: int = 30, threads: int = 2,
             "top_plus_gate_pre_ms": med[f"top_gate_pre@{h}"],
             "overhead_ratio": med[f"top_gate@{h}"] / med["top"],
             "overhead_ratio_pre": med[f"top_gate_pre@{h}"] / med["top"],
+            "cpu1_gate_ms_per_100": cpu_med[f"gate@{h}"],
+            "cpu1_gate_pre_ms_per_100": cpu_med[f"gate_pre@{h}"],
+            "cpu1_overhead_ratio": (cpu_med["top"] + cpu_med[f"gate@{h}"]) / cpu_med["top"],
+            "cpu1_overhead_ratio_pre": (cpu_med["top"] + cpu_med[f"gate_pre@{h}"]) / cpu_med["top"],
         })
     if limiter is not None:
         limiter.unregister() if hasattr(limiter, "unregister") else None
@@ -165,6 +193,7 @@ def run(n: int = 100_000, dim: int = 384, repeats: int = 30, threads: int = 2,
         "top_ms": med["top"],
         "top_ms_p90": p90["top"],
         "top_ms_min": low["top"],
+        "cpu1_top_ms": cpu_med["top"],
         "vectors_mb": M.nbytes / 1e6,
         "default_width": DEFAULT_WIDTH,
         "widths": widths_out,
@@ -277,6 +306,17 @@ def format_report(res: dict) -> str:
             f"             {w['gate_pre_ms_per_100']:7.2f} [{w['gate_pre_ms_per_100_min']:5.2f}]"
             f"    {w['overhead_ratio_pre']:6.3f} [{w['overhead_ratio_pre_min']:5.3f}] |"
             f" {w['precomputed_mb']:7.1f} ({res['vectors_mb']:.1f}){mark}"
+        )
+    lines += [
+        "",
+        f"  single-thread CPU time (thread_time, medians; robust to a busy machine): top-{res['top']} "
+        f"{res['cpu1_top_ms']:.2f} ms",
+        "  width | plain: gate ms/100  (top+gate)/top | write-time split: gate ms/100  (top+gate)/top",
+    ]
+    for w in res["widths"]:
+        lines.append(
+            f"  {w['hidden']:>5} |  {w['cpu1_gate_ms_per_100']:7.2f}             {w['cpu1_overhead_ratio']:6.3f} |"
+            f"             {w['cpu1_gate_pre_ms_per_100']:7.2f}             {w['cpu1_overhead_ratio_pre']:6.3f}"
         )
     default = next(w for w in res["widths"] if w["hidden"] == res["default_width"])
     lines += [
