@@ -200,8 +200,8 @@ class SweepRunner(RouteRunner):
         if spec.kleene:
             scope = np.where(ns[None, :] < 0, -1, readable.astype(np.int8))
             scope[~self._q_has_ns[queries], :] = -1
-            policy = self._policy[memories][:, self._q_purpose[queries]].T
-            life = self._life[memories][:, self._q_intent[queries]].T
+            policy = self._policy[np.ix_(memories, self._q_purpose[queries])].T
+            life = self._life[np.ix_(memories, self._q_intent[queries])].T
             scoped = np.flatnonzero(self._scoped[memories])
             if len(scoped):
                 life = life.copy()
