@@ -76,10 +76,14 @@ DEFAULT_CONFIG: dict[str, Any] = {
         "c_grid": [0.1, 1.0, 10.0],
     },
     "real_text": {
-        # Hook for issue 5: real phrasing from GateMem generator episodes (memgate.real_data.gatemem).
+        # Real phrasing (issue 5): candidate rows from GateMem generator episodes (data_gen.real_text);
+        # data_gen.mine picks the negatives. Off in the code defaults (tests stay data-free);
+        # configs/data/default.yaml turns it on.
         "enabled": False,
         "source": "gatemem",
-        "share": 0.0,
+        "real_data_root": None,  # None: MEMGATE_DATA, else ../shared/data next to the repository
+        "max_positives": 16,  # include-matched turns kept per checkpoint (seeded sample)
+        "negatives_per_positive": 1,  # mined triples per (query, m+) and relation
     },
 }
 
@@ -166,7 +170,14 @@ def validate(cfg: dict) -> dict:
         raise ConfigError("config key 'audit.c_grid' must be a non-empty list of positive numbers")
     if not isinstance(cfg["real_text"]["enabled"], bool):
         raise ConfigError("config key 'real_text.enabled' must be a bool")
-    _share(cfg, "real_text.share")
+    root = cfg["real_text"]["real_data_root"]
+    if root is not None and not isinstance(root, str):
+        raise ConfigError(f"config key 'real_text.real_data_root' must be a path string or null, got {root!r}")
+    if cfg["real_text"]["source"] != "gatemem":
+        raise ConfigError(f"config key 'real_text.source': only 'gatemem' is supported, got "
+                          f"{cfg['real_text']['source']!r}")
+    _count(cfg, "real_text.max_positives", 1)
+    _count(cfg, "real_text.negatives_per_positive", 1)
     return cfg
 
 

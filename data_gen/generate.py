@@ -3,6 +3,7 @@
 ``generate_from_config(config_path, out_dir)`` writes::
 
     <out>/train|dev|test/{memories,queries,labels,triples,query_meta}.jsonl
+    <out>/train/real_candidates.jsonl   (real phrasing candidates, data_gen.real_text; empty when off)
     <out>/meta.json  <out>/config.resolved.yaml
 
 ``data_hash`` (sha256 over the split files in sorted path order) covers exactly the split files.
@@ -24,18 +25,18 @@ from typing import Iterable, Optional
 
 import yaml
 
-from memgate.admissibility import INTENTS, LIFECYCLE_STATES, PolicyRules, effective_state, lifecycle_value
-from memgate.records import QueryContext
-from memgate.seeding import component_sequence
-
 from data_gen import content as C
 from data_gen.build import SCENARIOS, GroupContext, Instance, InstanceBuilder
 from data_gen.config import INSTANCE_TYPES, load_config, resolve
 from data_gen.entities import HELDOUT_ENTITY_POOLS, EntitySampler
 from data_gen.policy import default_policy_rules
+from memgate.admissibility import INTENTS, LIFECYCLE_STATES, PolicyRules, effective_state, lifecycle_value
+from memgate.records import QueryContext
+from memgate.seeding import component_sequence
 
 SPLITS = ("train", "dev", "test")
 SPLIT_FILES = ("memories.jsonl", "queries.jsonl", "labels.jsonl", "triples.jsonl", "query_meta.jsonl")
+REAL_CANDIDATES = "real_candidates.jsonl"  # train only (data_gen.real_text); always written
 GENERATOR_VERSION = "1"
 # Memory kinds that are a scenario negative somewhere (inadmissible in some scenario).
 NEGATIVE_KINDS = ("fact", "preference", "belief", "personality", "roleplay", "instruction", "correction",
@@ -55,9 +56,14 @@ class SplitData:
     triples: list = field(default_factory=list)
     query_meta: list = field(default_factory=list)
     groups: list = field(default_factory=list)
+    real_candidates: list = field(default_factory=list)  # train only: data_gen.real_text rows
+    real_info: Optional[dict] = None  # train only: what data_gen.real_text read (meta.json)
 
     def rows(self, filename: str) -> list:
         return getattr(self, filename.split(".")[0])
+
+    def files(self) -> tuple:
+        return SPLIT_FILES + ((REAL_CANDIDATES,) if self.name == "train" else ())
 
 
 # --------------------------------------------------------------------------- labelling
@@ -245,7 +251,6 @@ class SplitGenerator:
 
     def _assemble(self, group_id: str, ctx: GroupContext, instances: list, rng: random.Random,
                   data: SplitData) -> None:
-        cfg = self.cfg
         ns_of = {p: f"{group_id}/{p.lower()}" for p in ctx.principals}
         shared_ns = f"{group_id}/shared"
         mems = []
@@ -418,11 +423,20 @@ def _words(text: str) -> frozenset:
 
 
 def generate(cfg: dict, progress: bool = False) -> tuple[dict, dict]:
-    """Build every split in memory; returns (splits, heldout description)."""
-    if cfg["real_text"]["enabled"]:
-        from data_gen.real_text import check_real_text
+    """Build every split in memory; returns (splits, heldout description).
 
-        check_real_text(cfg)
+    With ``real_text.enabled`` the train split also carries the real-phrasing candidate rows
+    (``splits["train"].real_candidates``) and what was read (``.real_info``)."""
+    real_rows: list = []
+    real_info = {"enabled": False, "available": None, "queries": 0, "note": "real_text.enabled is false"}
+    if cfg["real_text"]["enabled"]:
+        from data_gen.real_text import build_real_candidates
+
+        real_rows, real_info = build_real_candidates(cfg)
+        if not real_info["available"]:
+            import logging
+
+            logging.getLogger(__name__).warning("%s", real_info["note"])
     rules = PolicyRules.from_dict(default_policy_rules())
     labeller = Labeller(rules)
     forbidden: dict = {}
@@ -440,6 +454,8 @@ def generate(cfg: dict, progress: bool = False) -> tuple[dict, dict]:
     finally:
         if was_enabled:
             gc.enable()
+    splits["train"].real_candidates = real_rows
+    splits["train"].real_info = real_info
     return splits, heldout_description()
 
 
@@ -518,13 +534,17 @@ def write_splits(splits: dict, out_dir: Path) -> str:
     """Write the split files; return the data hash over exactly them (sorted path order)."""
     out_dir = Path(out_dir)
     for split, data in splits.items():
-        for filename in SPLIT_FILES:
+        for filename in data.files():
             _write_jsonl(out_dir / split / filename, data.rows(filename))
     return data_hash(out_dir)
 
 
+def split_file_names(split: str) -> tuple:
+    return SPLIT_FILES + ((REAL_CANDIDATES,) if split == "train" else ())
+
+
 def split_file_paths(out_dir: Path) -> list[Path]:
-    return sorted((Path(out_dir) / s / f for s in SPLITS for f in SPLIT_FILES),
+    return sorted((Path(out_dir) / s / f for s in SPLITS for f in split_file_names(s)),
                   key=lambda p: p.relative_to(out_dir).as_posix())
 
 
@@ -566,6 +586,8 @@ def run(cfg: dict, out_dir: Path, progress: bool = False, audit: Optional[bool] 
 
         audit_result = {"memory_only_auc": None, "query_only_auc": None, "kind_only_auc": None,
                         "leaks": find_leaks(splits, heldout), "skipped": True}
+    real_text = dict(splits["train"].real_info or {})
+    real_splits = real_text.pop("real_splits", None)
     meta = {
         "generator_version": GENERATOR_VERSION,
         "seed": cfg["seed"],
@@ -579,8 +601,9 @@ def run(cfg: dict, out_dir: Path, progress: bool = False, audit: Optional[bool] 
         "policy_rules": default_policy_rules(),
         "scenarios": list(SCENARIOS),
         "negative_kinds": list(NEGATIVE_KINDS),
-        "real_splits": None,
-        "real_text_triples": 0,
+        "real_splits": real_splits,
+        "real_text": real_text,
+        "real_text_triples": 0,  # training triples from real text: set by data_gen.mine
         "hardness": {},
     }
     write_meta(out_dir, meta)

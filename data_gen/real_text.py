@@ -1,24 +1,134 @@
-"""Hook for real phrasing (issue 5): GateMem generator-episode turns as memory / query text.
+"""Real phrasing (issue 5): GateMem ``generator``-episode turns as training candidates.
 
-Off by default (``real_text.enabled: false``). When enabled, the generator will draw a share of
-its memory and query texts from ``memgate.real_data.gatemem.generator_turn_pairs`` (generator
-episodes only; select/report episodes are refused there) and count them in meta.json
-``real_text_triples``. Until that mixing is implemented, enabling it fails loudly rather than
-silently producing template-only data under a config that claims otherwise.
+At generation (text only, deterministic, no encoder) this module reads the GateMem checkpoints and
+turns of the ``generator`` episodes through ``memgate.real_data.gatemem.generator_turn_pairs``
+(which refuses select and report episodes; LoCoMo text is never read) and writes one candidate row
+per checkpoint that has at least one include-matched turn, to ``train/real_candidates.jsonl``
+(part of the train split and of ``data_hash``), sorted by query id::
+
+    {"query_id": <checkpoint id>, "group_id": <episode id>, "domain", "query_type", "query_text",
+     "positives": [{"memory_id", "text"}],   # the checkpoint's include-matched turns (m+)
+     "protected": [{"memory_id", "text"}]}   # its leak_targets / not_include turns (never m-)
+
+- positives (m+): the checkpoint's own include-matched turns up to ``as_of`` that are not
+  protected (at most ``max_positives``, a seeded sample kept in turn order when there are more);
+- candidate negatives (m-) are the positives of the *other* rows, by relation:
+  ``other_domain`` = rows of generator episodes of another domain (cross-domain leakage),
+  ``other_episode`` = rows of another generator episode of the same domain (another
+  organisation's store: wrong scope). A turn whose text equals one of the row's own positive or
+  protected turns is never a candidate. Every candidate is therefore also a positive for its own
+  checkpoint's query (the symmetric beneficial control), so "this turn is bad" is never learnable
+  without the query.
+
+``data_gen.mine`` chooses the negatives at natural similarity with the encoder (see its docstring)
+and counts the resulting training triples in meta.json ``real_text_triples``.
+
+When the real data is absent (no ``SHA256SUMS`` under the real-data root), generation proceeds
+without real text: no candidates, ``real_splits`` null and a note in meta.json ``real_text``.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Optional
+
+SOURCE = "gatemem"
+RELATIONS = ("other_domain", "other_episode")
+SCENARIO_OF = {"other_domain": "real_cross_domain", "other_episode": "real_wrong_scope"}
+CANDIDATES_FILE = "real_candidates.jsonl"
+
 
 def check_real_text(cfg: dict) -> None:
     spec = cfg["real_text"]
-    if spec["source"] != "gatemem":
+    if spec["source"] != SOURCE:
         raise ValueError(f"config key 'real_text.source': only 'gatemem' is supported, got {spec['source']!r}")
-    try:
-        from memgate.real_data import gatemem  # noqa: F401
-    except ImportError as exc:  # pragma: no cover - depends on the tree
-        raise RuntimeError("real_text.enabled needs memgate.real_data.gatemem") from exc
-    raise NotImplementedError(
-        "real_text.enabled: mixing GateMem generator phrasing into the synthetic data is not "
-        "implemented yet (issue 5); set real_text.enabled: false"
-    )
+
+
+def _sample(rng, items: list, k: int) -> list:
+    """``k`` items of ``items`` without replacement, in their original order (all when fewer)."""
+    if len(items) <= k:
+        return list(items)
+    picks = sorted(int(i) for i in rng.choice(len(items), size=k, replace=False))
+    return [items[i] for i in picks]
+
+
+def real_root(cfg: dict) -> Path:
+    from memgate.real_data.paths import real_data_root
+
+    return real_data_root(cfg["real_text"]["real_data_root"])
+
+
+def build_real_candidates(cfg: dict, root: Optional[Path] = None) -> tuple[list[dict], dict]:
+    """(candidate rows, info for meta.json). Rows are sorted by query id; see the module doc."""
+    from memgate.real_data.gatemem import generator_turn_pairs
+    from memgate.real_data.paths import real_data_available
+    from memgate.real_data.splits import make_real_splits
+    from memgate.seeding import component_rng
+
+    check_real_text(cfg)
+    spec = cfg["real_text"]
+    root = (real_root(cfg) if root is None else Path(root)).resolve()
+    if not real_data_available(root):
+        return [], {
+            "enabled": True, "available": False, "source": SOURCE, "queries": 0,
+            "note": (f"real data not found at {root} (no SHA256SUMS; set MEMGATE_DATA or "
+                     f"real_text.real_data_root): generated without real text"),
+        }
+    splits = make_real_splits(root)
+    raw = generator_turn_pairs(root, splits=splits, n_other_domain=0, seed=cfg["seed"], prefix_role=True)
+    seed = cfg["seed"]
+    out = []
+    for r in raw:
+        if not r["positives"]:
+            continue
+        rng = component_rng(seed, f"data_gen/real_text/positives/{r['checkpoint_id']}")
+        out.append({
+            "query_id": r["checkpoint_id"], "group_id": r["episode_id"], "domain": r["domain"],
+            "query_type": r["query_type"], "query_text": r["query_text"],
+            "positives": _sample(rng, r["positives"], spec["max_positives"]),
+            "protected": list(r["protected"]),
+        })
+    out.sort(key=lambda row: row["query_id"])
+    pools = candidate_pools(out)
+    info = {
+        "enabled": True, "available": True, "source": SOURCE,
+        "episodes": len({r["episode_id"] for r in raw}),
+        "checkpoints_read": len(raw),
+        "queries": len(out),
+        "positives": sum(len(r["positives"]) for r in out),
+        "turns": len(pools["turns"]),
+        "mean_candidates": {rel: round(sum(len(p) for p in pools[rel].values()) / max(1, len(out)), 1)
+                            for rel in RELATIONS},
+        "real_splits": splits,
+        "note": ("candidate rows in train/" + CANDIDATES_FILE + " from GateMem generator episodes only; "
+                 "data_gen.mine selects the negatives and sets real_text_triples"),
+    }
+    return out, info
+
+
+def candidate_pools(rows: list[dict]) -> dict:
+    """``{"turns": sorted [(memory id, text, domain, episode, owner query ids)], "other_domain":
+    {query id: [turn index]}, "other_episode": {...}}``: the candidate negatives of each row (the
+    other rows' positives of that relation, minus the row's own positive and protected texts)."""
+    turns: dict = {}
+    for row in rows:
+        for p in row["positives"]:
+            entry = turns.setdefault(p["memory_id"], [p["text"], row["domain"], row["group_id"], []])
+            entry[3].append(row["query_id"])
+    ordered = [(mid, *turns[mid]) for mid in sorted(turns)]
+    by_domain: dict = {}
+    for i, t in enumerate(ordered):
+        by_domain.setdefault(t[2], []).append(i)
+    pools: dict = {"turns": ordered, "other_domain": {}, "other_episode": {}}
+    for row in rows:
+        own = {t["text"] for t in row["positives"]} | {t["text"] for t in row["protected"]}
+        pools["other_domain"][row["query_id"]] = [
+            i for dom, idx in sorted(by_domain.items()) if dom != row["domain"] for i in idx
+            if ordered[i][1] not in own]
+        pools["other_episode"][row["query_id"]] = [
+            i for i in by_domain.get(row["domain"], ()) if ordered[i][3] != row["group_id"]
+            and ordered[i][1] not in own]
+    for rel in RELATIONS:
+        for qid in pools[rel]:
+            pools[rel][qid].sort()
+    return pools

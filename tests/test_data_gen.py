@@ -9,10 +9,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from memgate.admissibility import PolicyRules, and3
-from memgate.records import MemoryRecord, PairLabel, QueryContext, route_verdict
-from memgate.sources import wrong_scope_or_error
-
 from data_gen import content as C
 from data_gen.build import SCENARIOS, InstanceBuilder, Slots, fill
 from data_gen.config import ConfigError, load_config, resolve
@@ -24,9 +20,11 @@ from data_gen.generate import (
     Labeller,
     generate,
     generate_from_config,
-    run,
 )
 from data_gen.policy import DEFAULT_POLICY_RULES
+from memgate.admissibility import PolicyRules, and3
+from memgate.records import MemoryRecord, PairLabel, QueryContext, route_verdict
+from memgate.sources import wrong_scope_or_error
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "configs" / "data" / "tiny.yaml"
@@ -119,7 +117,10 @@ def test_files_and_meta_shapes(tiny_dir):
     assert set(meta["heldout"]) == {"templates", "topics", "entity_pools", "domain_pairs"}
     PolicyRules.from_dict(meta["policy_rules"])
     assert yaml.safe_load((tiny_dir / "config.resolved.yaml").read_text())["seed"] == meta["seed"]
-    assert meta["data_files"] == sorted(f"{s}/{f}" for s in SPLITS for f in SPLIT_FILES)
+    assert meta["data_files"] == sorted([f"{s}/{f}" for s in SPLITS for f in SPLIT_FILES]
+                                        + ["train/real_candidates.jsonl"])
+    assert (tiny_dir / "train" / "real_candidates.jsonl").read_text() == ""  # real text off in tiny
+    assert meta["real_text"]["enabled"] is False
 
 
 def test_rows_round_trip_through_the_schema(tiny_dir):
@@ -321,9 +322,8 @@ def test_determinism_same_seed_same_bytes(tmp_path, tiny_dir):
     meta = generate_from_config(TINY, out, audit=False)
     first = json.loads((tiny_dir / "meta.json").read_text())
     assert meta["data_hash"] == first["data_hash"]
-    for split in SPLITS:
-        for f in SPLIT_FILES:
-            assert (out / split / f).read_bytes() == (tiny_dir / split / f).read_bytes()
+    for path in meta["data_files"]:
+        assert (out / path).read_bytes() == (tiny_dir / path).read_bytes()
     other = generate_from_config(TINY, tmp_path / "seed1", seed=1, audit=False)
     assert other["data_hash"] != first["data_hash"] and other["seed"] == 1
 
@@ -345,10 +345,16 @@ def test_audit_runs_and_is_reported(tiny_dir):
     assert audit["memory_only_auc"] is not None
 
 
-def test_real_text_hook_is_off_by_default_and_loud_when_on(tmp_path):
-    assert resolve()["real_text"]["enabled"] is False
-    with pytest.raises((NotImplementedError, RuntimeError)):
-        run(resolve({"real_text": {"enabled": True}}), tmp_path / "x")
+def test_real_text_default_on_tiny_off_and_validated():
+    assert resolve()["real_text"]["enabled"] is False  # code default: data-free
+    assert load_config(DEFAULT)["real_text"]["enabled"] is True
+    assert load_config(TINY)["real_text"]["enabled"] is False
+    with pytest.raises(ConfigError, match="real_text.source"):
+        resolve({"real_text": {"source": "locomo"}})
+    with pytest.raises(ConfigError, match="real_text.max_positives"):
+        resolve({"real_text": {"max_positives": 0}})
+    with pytest.raises(ConfigError, match="real_text.share"):
+        resolve({"real_text": {"share": 0.5}})
 
 
 # --------------------------------------------------------------------------- mining
@@ -374,3 +380,4 @@ def test_mining_adds_hardness_without_touching_split_files(tmp_path):
     kinds = [r["hardness"] for r in mined if r["hardness"]]
     assert kinds.count("hard_negative") == kinds.count("hard_positive") > 0
     assert result["mined"]["mined_added"] == sum(1 for r in mined if r["source"] == "mined")
+    assert after_meta["real_text_triples"] == 0 == result["mined"]["real_text_triples"]  # off in tiny
