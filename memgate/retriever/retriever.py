@@ -16,7 +16,9 @@ Query path (DESIGN section 2)::
 
 The gate's first layer splits as ``W_q q + W_v v + W_qv (q * v) + b``: the retriever computes
 ``W_v v`` once per memory when it enters the index (``precompute=True``), ``W_q q`` once per
-query, and only the ``q * v`` term and the remaining layers per candidate.
+query, and only the ``q * v`` term and the remaining layers per candidate, fused into a few
+large operations (:class:`memgate.retriever.scoring.FusedGateScorer`, equal to
+``MemGate.score``).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from memgate.gate import MemGate, check_encoder
 from memgate.records import MemoryRecord, QueryContext, route_verdict
 from memgate.retriever.audit import AuditError, AuditLog, make_event, utc_now
 from memgate.retriever.schema import EncoderMismatchError, Memory, Supersedes
+from memgate.retriever.scoring import FusedGateScorer
 from memgate.retriever.store import EmbeddedStore, IndexEntry, MemoryStore, normalize_identity
 from memgate.routes import rank_by_score
 
@@ -405,6 +408,7 @@ class GatedRetriever:
         self.encoder_identity = normalize_identity(encoder.identity)
         store.check_encoder(self.encoder_identity, "query or write this store")
         self.gate: Optional[MemGate] = None
+        self._scorer: Optional[FusedGateScorer] = None
         self.gate_version: Optional[str] = None
         self.drop_threshold: Optional[float] = None
         if gate is not None:
@@ -426,6 +430,7 @@ class GatedRetriever:
             else:
                 raise TypeError(f"gate must be a MemGate, a checkpoint directory or None, got {type(gate).__name__}")
             self.gate = gate.eval()
+            self._scorer = FusedGateScorer(self.gate) if self.config.precompute else None
             t = self.config.drop_threshold
             if t == "checkpoint":
                 t = (gate.export_info.get("calibration") or {}).get("threshold")
@@ -465,7 +470,7 @@ class GatedRetriever:
         version, entries = self.store.changes_since(self._index.seq)
         born, died = self._index.apply(entries)
         self._index.seq = version
-        if self.gate is not None and self.config.use_gate and self.config.precompute:
+        if self._scorer is not None and self.config.use_gate:
             self._update_vpart(born, died)
 
     @torch.no_grad()
@@ -487,7 +492,7 @@ class GatedRetriever:
             for start in range(0, len(slots), 4096):
                 chunk = slots[start : start + 4096]
                 V = np.ascontiguousarray(matrix[chunk], dtype=np.float32)
-                self._vpart[chunk] = self.gate.precompute_memory(V).numpy()
+                self._vpart[chunk] = self._scorer.memory_part(V).numpy()
 
     @property
     def precomputed_bytes(self) -> int:
@@ -764,8 +769,9 @@ class GatedRetriever:
         g_pos, g_cos, g_slots = head[:d], head_cos[:d], idx.slot[head[:d]]
         V = np.ascontiguousarray(matrix[g_slots], dtype=np.float32)
         with torch.no_grad():
-            if self.config.precompute and self._vpart is not None:
-                s = self.gate.score_precomputed(q, V, self._vpart[g_slots]).numpy()
+            if self._scorer is not None:  # write-time split, fused
+                s = self._scorer.score(torch.from_numpy(q), torch.from_numpy(V),
+                                       torch.from_numpy(self._vpart[g_slots])).numpy()
             else:
                 s = self.gate.score(q, V).numpy()
         s = s.astype(np.float64)
