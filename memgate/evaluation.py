@@ -16,7 +16,7 @@ import numpy as np
 from memgate.admissibility import relevance_value
 from memgate.bootstrap import group_bootstrap_many, paired_bootstrap_ci
 from memgate.protocol import mrr_required, query_metrics, routes_row, score_query
-from memgate.routes import ROUTE_SPECS, GateScorer, RouteResult, RouteRunner
+from memgate.routes import ROUTE_SPECS, GateScorer, RouteResult, RouteRunner, route_spec
 from memgate.seeding import component_rng
 from memgate.sources import EvalSource
 
@@ -43,6 +43,7 @@ class EvalSettings:
     seed: int = 0
     classifier: Optional[object] = None  # EmbedClassifier for the embed_classifier routes
     classifier_threshold: Optional[float] = None
+    verifiers: Optional[dict] = None  # backend -> VerifierRouteScorer (text_verifier_* routes)
 
 
 @dataclass
@@ -84,13 +85,14 @@ def run_source(prepared: PreparedSource, settings: EvalSettings, gate=None) -> S
         view, prepared.memory_vectors, prepared.query_vectors, scorer,
         rerank_depth=settings.rerank_depth, drop_threshold=settings.drop_threshold,
         classifier_scorer=classifier_scorer, classifier_threshold=settings.classifier_threshold,
+        verifier_scorers=settings.verifiers,
     )
     result = SourceResult(name=source.name)
     result.query_ids = [q.query_id for q in source.queries]
     result.groups = [source.group_of(qid) for qid in result.query_ids]
     k_max = max(settings.budgets)
     for name in settings.routes:
-        spec = ROUTE_SPECS.get(name)
+        spec = route_spec(name)
         if spec is None and name != "oracle_required":
             raise ValueError(f"unknown route {name!r}; known: {sorted(ROUTE_SPECS) + ['oracle_required']}")
         reason = runner.available(spec) if spec is not None else None
@@ -156,7 +158,7 @@ def _route_functions(name: str, runner: RouteRunner, source: EvalSource, setting
     """One function per run of the route (random_partition has one per seed)."""
     if name == "oracle_required":
         return [_oracle(runner, source)]
-    spec = ROUTE_SPECS[name]
+    spec = route_spec(name)
     if name == "random_partition":
         fns = []
         for seed in range(RANDOM_PARTITION_SEEDS):

@@ -40,6 +40,8 @@ class RouteSpec:
     scorer: str = "dense"  # dense | bm25 | rrf (BM25 + dense, k = 60) | recency (dense + gamma*order)
     post_filter: Optional[int] = None  # dense top-D over the pool first, then exclusion (post-filter)
     classifier: bool = False  # cos - P(inadmissible) of the embedding classifier on the top depth
+    verifier: Optional[str] = None  # text-verifier backend: calibrated drop on the cosine's top depth
+    abstain: bool = False  # verifier routes: also drop when p(unknown) >= the calibrated u
 
 
 ROUTE_SPECS = {
@@ -65,6 +67,22 @@ ROUTE_SPECS = {
         RouteSpec("embed_classifier_drop", classifier=True, drop=True),
     )
 }
+VERIFIER_PREFIX = "text_verifier_"
+
+
+def route_spec(name: str) -> Optional[RouteSpec]:
+    """The spec of a named route; ``text_verifier_<backend>[_abstain]`` for any backend name."""
+    if name in ROUTE_SPECS:
+        return ROUTE_SPECS[name]
+    if name.startswith(VERIFIER_PREFIX) and len(name) > len(VERIFIER_PREFIX):
+        backend = name[len(VERIFIER_PREFIX):]
+        abstain = backend.endswith("_abstain")
+        backend = backend[: -len("_abstain")] if abstain else backend
+        if backend:
+            return RouteSpec(name, verifier=backend, drop=True, abstain=abstain)
+    return None
+
+
 RRF_K = 60
 RECENCY_GAMMA = 0.1
 GATED_ROUTES = tuple(name for name, spec in ROUTE_SPECS.items() if spec.gated)
@@ -124,6 +142,7 @@ class RouteRunner:
         drop_threshold: Optional[float] = None,
         classifier_scorer=None,
         classifier_threshold: Optional[float] = None,
+        verifier_scorers: Optional[dict] = None,
     ):
         if memory_vectors.shape[0] != len(view.memories):
             raise ValueError("memory_vectors rows must match the source's memories")
@@ -139,6 +158,8 @@ class RouteRunner:
         self.drop_threshold = drop_threshold
         self.classifier_scorer = classifier_scorer
         self.classifier_threshold = classifier_threshold
+        # backend -> scorer bound to this view (memgate.verifiers.study.VerifierRouteScorer)
+        self.verifier_scorers = verifier_scorers or {}
         ids = np.array([m.memory_id for m in view.memories])
         self.ids = ids
         self.ids_rank = np.empty(len(ids), dtype=np.int64)
@@ -162,6 +183,12 @@ class RouteRunner:
             return "no embedding classifier (needs the generated train split with both labels)"
         if spec.classifier and spec.drop and self.classifier_threshold is None:
             return "the embedding classifier has no calibrated drop threshold"
+        if spec.verifier is not None:
+            scorer = self.verifier_scorers.get(spec.verifier)
+            if scorer is None or not scorer.bound_to(self.view):
+                return (f"no text verifier {spec.verifier!r} for this source (evaluate.py --verifier "
+                        f"{spec.verifier}; verifier routes run on the hashed verifier subsample)")
+            return scorer.unavailable_reason(spec.abstain)
         if spec.gated and spec.drop and self.drop_threshold is None:
             return "the checkpoint has no calibrated drop threshold"
         return None
@@ -276,6 +303,14 @@ class RouteRunner:
                 head, p_bad, cos_head = head[keep], p_bad[keep], cos_head[keep]
             ranked = np.concatenate([rank_by_score(self.ids_rank, head, cos_head - p_bad), tail])[:k]
             return RouteResult([str(x) for x in self.ids[ranked]], n_cos, 0)
+        if spec.verifier is not None:
+            # Text-only verifier: the calibrated drop on the cosine's top depth, order kept.
+            scorer = self.verifier_scorers[spec.verifier]
+            by_cos = rank_by_score(self.ids_rank, candidates, scores)
+            head, tail = by_cos[: scorer.depth], by_cos[scorer.depth :]
+            keep = scorer.keep(qi, head, abstain=spec.abstain)
+            ranked = np.concatenate([head[keep], tail])[:k]
+            return RouteResult([str(x) for x in self.ids[ranked]], n_cos, 0)
         if not spec.gated:
             ranked = rank_by_score(self.ids_rank, candidates, scores)[:k]
             return RouteResult([str(x) for x in self.ids[ranked]], n_cos, 0)
@@ -299,5 +334,5 @@ class RouteRunner:
 
 
 def make_route_fn(runner: RouteRunner, name: str) -> Callable[[int, int], RouteResult]:
-    spec = ROUTE_SPECS[name]
+    spec = route_spec(name)
     return lambda qi, k: runner.run(qi, spec, k)

@@ -1,0 +1,366 @@
+"""Text-only verifiers under the protocol: hashed subsample, calibration, routes and figures.
+
+``evaluate.py --verifier <backend>`` runs this after the main evaluation:
+
+1. a fixed **hashed subsample** of queries (default 96 dev + 288 synthetic test): the queries
+   with the smallest SHA-256 of ``salt + query_id``; its size and the hash of its id list are
+   recorded in the report;
+2. each verifier scores the candidates its route would verify: the ungated cosine's top
+   ``depth`` (default 30) over the query's pool (the global candidate set, like the other
+   text-only routes), memory texts truncated to the byte budget;
+3. **calibration** on the dev subsample with the one rule of ``memgate.calibration``: the drop
+   threshold ``t`` on p(inadmissible) over every scored dev pair (labels from the scorer, the
+   wrong-scope default included); the abstaining variant adds a threshold ``u`` on p(unknown),
+   calibrated by the same rule on the pairs ``t`` keeps, with the anchor budget that ``t`` left
+   (so the two together still drop at most 1 % of required anchors);
+4. routes ``text_verifier_<backend>`` (drop ``p_inad >= t``) and ``text_verifier_<backend>_abstain``
+   (also drop ``p_unk >= u``; the calibration module drops at or above a threshold, so "keep iff
+   p(unknown) < u") on the test subsample, beside **every other requested route on the same
+   subsample**;
+5. figures per backend: ROC-AUC and PR-AUC of p(inadmissible) on known labels, Brier, ECE-10,
+   violation precision and recall at the chosen threshold, required-anchor false-deny rate, the
+   routes under the protocol (recall, feasible rate, L_RC, typed exposure, the visibility grid),
+   latency per query and tokens (wall-clock figures go to timings.json only).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import time
+from dataclasses import dataclass, field, replace
+from typing import Optional, Sequence
+
+import numpy as np
+
+from memgate.calibration import Calibration, calibrate_threshold
+from memgate.routes import rank_by_score
+from memgate.sources import EvalSource, RouteView
+from memgate.verifiers.base import Verifier
+
+log = logging.getLogger(__name__)
+
+SUBSAMPLE_SALT = "memgate-verifier-subsample-v1"
+DEFAULT_DEV = 96
+DEFAULT_TEST = 288
+DEFAULT_DEPTH = 30
+
+
+# --------------------------------------------------------------------------- subsample
+
+def hashed_subsample(query_ids: Sequence[str], n: int, salt: str = SUBSAMPLE_SALT) -> list[str]:
+    """The ``n`` ids with the smallest SHA-256 of ``salt + id``, in their original order."""
+    if n >= len(query_ids):
+        return list(query_ids)
+    keyed = sorted(query_ids, key=lambda q: hashlib.sha256((salt + q).encode("utf-8")).hexdigest())
+    chosen = set(keyed[:n])
+    return [q for q in query_ids if q in chosen]
+
+
+def ids_digest(ids: Sequence[str]) -> str:
+    return hashlib.sha256("\n".join(ids).encode("utf-8")).hexdigest()[:16]
+
+
+def subsample_source(source: EvalSource, query_ids: Sequence[str]) -> tuple[EvalSource, np.ndarray]:
+    """The source restricted to ``query_ids`` (same store), and the kept query indices."""
+    wanted = set(query_ids)
+    index = [i for i, q in enumerate(source.queries) if q.query_id in wanted]
+    queries = [source.queries[i] for i in index]
+    sub = EvalSource(
+        name=source.name, memories=source.memories, queries=queries,
+        pools={q.query_id: source.pools[q.query_id] for q in queries},
+        labels={q.query_id: source.labels.get(q.query_id, {}) for q in queries},
+        anchor_groups={q.query_id: source.anchor_groups.get(q.query_id, []) for q in queries},
+        policy_rules=source.policy_rules, default_label=source.default_label,
+        query_meta={q.query_id: source.query_meta[q.query_id] for q in queries if q.query_id in source.query_meta},
+        notes=list(source.notes),
+    )
+    return sub, np.asarray(index, dtype=np.int64)
+
+
+# --------------------------------------------------------------------------- scorer
+
+@dataclass
+class VerifierRouteScorer:
+    """A verifier bound to one source's route view: per (query, memory) probabilities, cached,
+    plus the route's depth and calibrated thresholds. It hands the verifier texts only."""
+
+    verifier: Verifier
+    view: RouteView
+    depth: int = DEFAULT_DEPTH
+    threshold: Optional[float] = None  # t on p(inadmissible); inf = keep everything
+    unknown_threshold: Optional[float] = None  # u on p(unknown) for the abstaining route
+    note: str = ""
+    probs: dict = field(default_factory=dict)  # (qi, mi) -> (p_adm, p_inad, p_unk)
+    seconds: dict = field(default_factory=dict)  # qi -> verifier wall seconds
+
+    def bound_to(self, view: RouteView) -> bool:
+        return view.memories is self.view.memories and view.queries is self.view.queries
+
+    def unavailable_reason(self, abstain: bool) -> Optional[str]:
+        if self.threshold is None:
+            return self.note or "the verifier has no calibrated drop threshold"
+        if abstain and self.unknown_threshold is None:
+            return self.note or "the verifier has no calibrated p(unknown) threshold"
+        return None
+
+    def ensure(self, qi: int, memory_indices: Sequence[int]) -> None:
+        missing = [int(m) for m in memory_indices if (qi, int(m)) not in self.probs]
+        if not missing:
+            return
+        start = time.perf_counter()
+        verdicts = self.verifier.verify(self.view.queries[qi].text,
+                                        [self.view.memories[m].text for m in missing])
+        self.seconds[qi] = self.seconds.get(qi, 0.0) + time.perf_counter() - start
+        for m, v in zip(missing, verdicts):
+            self.probs[(qi, m)] = v.probs
+
+    def scores(self, qi: int, memory_indices: Sequence[int]) -> np.ndarray:
+        """(n, 3) probabilities over (admissible, inadmissible, unknown)."""
+        self.ensure(qi, memory_indices)
+        return np.array([self.probs[(qi, int(m))] for m in memory_indices], dtype=np.float64).reshape(-1, 3)
+
+    def keep(self, qi: int, head: np.ndarray, abstain: bool = False) -> np.ndarray:
+        p = self.scores(qi, head)
+        keep = p[:, 1] < self.threshold
+        if abstain:
+            keep &= p[:, 2] < self.unknown_threshold
+        return keep
+
+    def head(self, qi: int, memory_vectors: np.ndarray, query_vectors: np.ndarray,
+             ids_rank: np.ndarray) -> np.ndarray:
+        """The memory indices the verifier route scores for query qi: the cosine's top depth."""
+        pool = self.view.pools[self.view.queries[qi].query_id]
+        cos = (memory_vectors[pool] @ query_vectors[qi]).astype(np.float64)
+        return rank_by_score(ids_rank, pool, cos)[: self.depth]
+
+
+def ids_rank_of(source: EvalSource) -> np.ndarray:
+    ids = np.array([m.memory_id for m in source.memories])
+    rank = np.empty(len(ids), dtype=np.int64)
+    rank[np.argsort(ids, kind="stable")] = np.arange(len(ids))
+    return rank
+
+
+@dataclass
+class ScoredPairs:
+    """Every pair a verifier scored on a source, with its scorer label."""
+
+    p: np.ndarray  # (n, 3)
+    admissible: list  # True / False / None
+    required: np.ndarray  # bool
+    explicit: np.ndarray  # bool: the pair has an explicit label (in scope), not the default rule
+    tv: np.ndarray  # text_visible
+    mv: np.ndarray  # metadata_visible
+
+
+def score_heads(scorer: VerifierRouteScorer, source: EvalSource, memory_vectors: np.ndarray,
+                query_vectors: np.ndarray) -> ScoredPairs:
+    """Score every query's route head (the cosine top depth) and collect the labels."""
+    rank = ids_rank_of(source)
+    rows, admissible, required, explicit, tv, mv = [], [], [], [], [], []
+    for qi, query in enumerate(source.queries):
+        head = scorer.head(qi, memory_vectors, query_vectors, rank)
+        p = scorer.scores(qi, head)
+        for m, row in zip(head, p):
+            mid = source.memories[int(m)].memory_id
+            label = source.label(query.query_id, mid)
+            rows.append(row)
+            admissible.append(label.admissible)
+            required.append(label.relevance == "required")
+            explicit.append(mid in source.labels.get(query.query_id, {}))
+            tv.append(label.text_visible)
+            mv.append(label.metadata_visible)
+    return ScoredPairs(np.array(rows, dtype=np.float64).reshape(-1, 3), admissible,
+                       np.array(required, dtype=bool), np.array(explicit, dtype=bool),
+                       np.array(tv, dtype=bool), np.array(mv, dtype=bool))
+
+
+# --------------------------------------------------------------------------- calibration
+
+def calibrate_verifier(pairs: ScoredPairs, data_hash: Optional[str], max_anchor_drop: float = 0.01
+                       ) -> tuple[Calibration, Optional[Calibration]]:
+    """``t`` on p(inadmissible) by the one rule; then ``u`` on p(unknown) over the pairs ``t``
+    keeps, with the anchor budget ``t`` left (None when ``t`` used it all up... then u = inf)."""
+    first = calibrate_threshold(pairs.p[:, 1].tolist(), pairs.admissible, pairs.required,
+                                max_anchor_drop=max_anchor_drop, data_hash=data_hash)
+    kept = ~first.drops(pairs.p[:, 1])
+    n_anchor = int(pairs.required.sum())
+    if n_anchor == 0:
+        return first, None
+    dropped_anchor = int((pairs.required & ~kept).sum())
+    budget = math.floor(max_anchor_drop * n_anchor + 1e-9) - dropped_anchor
+    remaining = int((pairs.required & kept).sum())
+    fraction = 0.0 if remaining == 0 or budget <= 0 else min(budget / remaining, 0.999999)
+    second = calibrate_threshold(pairs.p[kept, 2].tolist(), [a for a, k in zip(pairs.admissible, kept) if k],
+                                 pairs.required[kept], max_anchor_drop=fraction, data_hash=data_hash)
+    return first, second
+
+
+# --------------------------------------------------------------------------- figures
+
+def roc_auc(y: np.ndarray, s: np.ndarray) -> Optional[float]:
+    """Mann-Whitney AUC with average ranks for ties (None with one class)."""
+    y = np.asarray(y, dtype=bool)
+    n1, n0 = int(y.sum()), int((~y).sum())
+    if n1 == 0 or n0 == 0:
+        return None
+    from scipy.stats import rankdata
+
+    ranks = rankdata(s)
+    return float((ranks[y].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
+
+
+def average_precision(y: np.ndarray, s: np.ndarray) -> Optional[float]:
+    y = np.asarray(y, dtype=bool)
+    if y.sum() == 0:
+        return None
+    from sklearn.metrics import average_precision_score
+
+    return float(average_precision_score(y, s))
+
+
+def ece(y: np.ndarray, p: np.ndarray, bins: int = 10) -> Optional[float]:
+    """Expected calibration error of p(inadmissible) with ``bins`` equal-width bins."""
+    if len(y) == 0:
+        return None
+    y = np.asarray(y, dtype=float)
+    idx = np.minimum((p * bins).astype(int), bins - 1)
+    total = 0.0
+    for b in range(bins):
+        sel = idx == b
+        if sel.any():
+            total += sel.mean() * abs(p[sel].mean() - y[sel].mean())
+    return float(total)
+
+
+def score_figures(pairs: ScoredPairs, threshold: float, unknown_threshold: Optional[float]) -> dict:
+    """Classification figures of p(inadmissible) on pairs with a known label."""
+    known = np.array([a is not None for a in pairs.admissible], dtype=bool)
+    viol = np.array([a is False for a in pairs.admissible], dtype=bool)
+    p_inad = pairs.p[:, 1]
+    out: dict = {"n_pairs": int(len(known)), "n_known": int(known.sum()),
+                 "n_violations": int(viol.sum()), "n_unresolved": int((~known).sum()),
+                 "n_required": int(pairs.required.sum())}
+
+    def block(sel: np.ndarray) -> dict:
+        y, s = viol[sel], p_inad[sel]
+        return {"n": int(sel.sum()), "n_violations": int(y.sum()),
+                "roc_auc": _r(roc_auc(y, s)), "pr_auc": _r(average_precision(y, s)),
+                "brier": _r(float(np.mean((s - y) ** 2)) if len(y) else None),
+                "ece10": _r(ece(y, s))}
+
+    out["all_known"] = block(known)
+    out["in_scope_known"] = block(known & pairs.explicit)  # explicit labels: the wrong-scope default excluded
+    out["text_visible_known"] = block(known & pairs.tv)
+    for name, drop in (("drop", p_inad >= threshold),
+                       ("abstain", (p_inad >= threshold) | (pairs.p[:, 2] >= (unknown_threshold
+                                                                           if unknown_threshold is not None
+                                                                           else math.inf)))):
+        caught = int((drop & viol).sum())
+        out[name] = {
+            "violation_precision": _r(caught / int((drop & known).sum()) if (drop & known).any() else None),
+            "violation_recall": _r(caught / int(viol.sum()) if viol.any() else None),
+            "anchor_false_deny": _r(float((drop & pairs.required).sum() / pairs.required.sum())
+                                    if pairs.required.any() else None),
+            "dropped_share": _r(float(drop.mean()) if len(drop) else None),
+        }
+    out["mean_probs"] = [_r(float(x)) for x in pairs.p.mean(axis=0)] if len(pairs.p) else None
+    return out
+
+
+def _r(x):
+    return None if x is None else round(float(x), 6)
+
+
+# --------------------------------------------------------------------------- the study
+
+ROUTE_KEYS = ("recall_required@20", "feasible_rate@20", "l_rc@20", "l_rc_infeasible@20",
+              "l_rc_feasible@20", "risk_upper@20", "violation_any@20", "exposure_scope@20",
+              "exposure_policy@20", "exposure_lifecycle@20", "exposure_cross_domain@20",
+              "exposure_sycophancy@20", "exposure_tool_drift@20", "exposure_jailbreak@20")
+
+
+def verifier_study(
+    backends: dict,  # backend name -> Verifier, or a str saying why it is not available
+    test: "PreparedSource",  # noqa: F821
+    dev: "PreparedSource",  # noqa: F821
+    settings,
+    gate=None,
+    routes: Sequence[str] = (),
+    n_dev: int = DEFAULT_DEV,
+    n_test: int = DEFAULT_TEST,
+    depth: int = DEFAULT_DEPTH,
+    data_hash: Optional[str] = None,
+) -> tuple[dict, dict]:
+    """Run the verifier study; return (metrics block, timings block)."""
+    from memgate.evaluate_run import breakdowns
+    from memgate.evaluation import PreparedSource, run_source, summarize_route
+
+    dev_ids = hashed_subsample([q.query_id for q in dev.source.queries], n_dev)
+    test_ids = hashed_subsample([q.query_id for q in test.source.queries], n_test)
+    dev_src, dev_idx = subsample_source(dev.source, dev_ids)
+    test_src, test_idx = subsample_source(test.source, test_ids)
+    dev_prep = PreparedSource(dev_src, dev.memory_vectors, dev.query_vectors[dev_idx])
+    test_prep = PreparedSource(test_src, test.memory_vectors, test.query_vectors[test_idx])
+    block: dict = {
+        "subsample": {"dev_queries": len(dev_ids), "test_queries": len(test_ids), "salt": SUBSAMPLE_SALT,
+                      "dev_ids_sha256": ids_digest(dev_ids), "test_ids_sha256": ids_digest(test_ids),
+                      "depth": depth, "source": test.source.name},
+        "backends": {},
+    }
+    timing: dict = {}
+    scorers = {}
+    test_view = test_src.route_view()
+    for backend, verifier in backends.items():
+        if isinstance(verifier, str):  # e.g. the fine-tuned backend without a full training run
+            block["backends"][backend] = {"status": verifier}
+            continue
+        t0 = time.perf_counter()
+        dev_scorer = VerifierRouteScorer(verifier, dev_src.route_view(), depth=depth)
+        dev_pairs = score_heads(dev_scorer, dev_src, dev_prep.memory_vectors, dev_prep.query_vectors)
+        cal_t, cal_u = calibrate_verifier(dev_pairs, data_hash)
+        dev_seconds = time.perf_counter() - t0
+        dev_ledger = verifier.ledger.to_dict()
+        scorer = VerifierRouteScorer(verifier, test_view, depth=depth, threshold=cal_t.threshold,
+                                     unknown_threshold=None if cal_u is None else cal_u.threshold)
+        t0 = time.perf_counter()
+        test_pairs = score_heads(scorer, test_src, test_prep.memory_vectors, test_prep.query_vectors)
+        test_seconds = time.perf_counter() - t0
+        scorers[backend] = scorer
+        total = verifier.ledger.to_dict()
+        test_tokens = total["prompt_tokens"] - dev_ledger["prompt_tokens"]
+        block["backends"][backend] = {
+            "status": "measured",
+            "model": verifier.model_id,
+            "max_bytes": verifier.max_bytes,
+            "calibration": {"p_inadmissible": cal_t.to_dict(),
+                            "p_unknown": None if cal_u is None else cal_u.to_dict()},
+            "dev": score_figures(dev_pairs, cal_t.threshold, scorer.unknown_threshold),
+            "test": score_figures(test_pairs, cal_t.threshold, scorer.unknown_threshold),
+            "tokens": {"prompt_per_query_test": _r(test_tokens / max(1, len(test_ids))),
+                       "completion_total": total["completion_tokens"],
+                       "prompt_total": total["prompt_tokens"]},
+            "calls": total["calls"], "cache_hits": total["cache_hits"], "retries": total["retries"],
+        }
+        timing[backend] = {"dev_seconds": dev_seconds, "test_seconds": test_seconds,
+                           "latency_per_query_s": test_seconds / max(1, len(test_ids)),
+                           "cost_usd": total["cost_usd"]}
+    route_names = [r for r in routes if not r.startswith("text_verifier_")]
+    for backend in scorers:
+        route_names += [f"text_verifier_{backend}", f"text_verifier_{backend}_abstain"]
+    sub_settings = replace(settings, routes=route_names, verifiers=scorers)
+    t0 = time.perf_counter()
+    result = run_source(test_prep, sub_settings, gate)
+    timing["routes_seconds"] = result.seconds
+    block["routes"] = {r: {k: v for k, v in summarize_route(pq, result.groups, sub_settings).items()
+                           if k in ROUTE_KEYS or k.startswith("exposure_")}
+                       for r, pq in result.per_query.items()}
+    grid = breakdowns(test_src, result, sub_settings)
+    block["visibility"] = {name: {r: {k: m[k] for k in ("recall_required@20", "l_rc@20", "violation_any@20")
+                                      if k in m} for r, m in per_route.items()}
+                           for name, per_route in grid.items() if name.startswith("visibility=")}
+    block["skipped"] = result.skipped
+    timing["subsample_routes_total"] = time.perf_counter() - t0
+    return block, timing
