@@ -3,6 +3,8 @@
     python evaluate.py [--checkpoint checkpoints/memgate-minilm-l6] [--data data/default]
                        [--out reports/<name>] [--no-real] [--n-boot 10000]
                        [--sweep [--sweep-seeds 10] [--sweep-rows first_seed|all|none]]
+                       [--verifier local,openai,finetuned [--verifier-dev 96] [--verifier-test 288]
+                        [--verifier-depth 30] [--verifier-config BACKEND=FILE.yaml ...]]
     python evaluate.py --cases FILE.jsonl [--checkpoint DIR] [--out reports/cases-<stem>]
 
 Writes report.md, metrics.json, routes.jsonl, timings.json and PNG plots.
@@ -37,6 +39,15 @@ def main(argv=None) -> int:
     parser.add_argument("--sweep-seeds", type=int, default=10, help="corruption seeds per rate")
     parser.add_argument("--sweep-rows", default="first_seed", choices=("first_seed", "all", "none"),
                         help="which sweep runs write routes_sweep.jsonl rows (default: seed 0)")
+    parser.add_argument("--verifier", default=None,
+                        help="text-only verifier backends (comma-separated: local, openai, finetuned); "
+                             "adds text_verifier_<backend>[_abstain] routes on a hashed subsample "
+                             "(verifiers.md); off by default")
+    parser.add_argument("--verifier-dev", type=int, default=96, help="dev queries for calibration")
+    parser.add_argument("--verifier-test", type=int, default=288, help="test queries in the subsample")
+    parser.add_argument("--verifier-depth", type=int, default=30, help="cosine top-depth a verifier scores")
+    parser.add_argument("--verifier-config", action="append", default=[], metavar="BACKEND=FILE",
+                        help="config per backend (default configs/verifier/<backend>.yaml)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 
@@ -60,7 +71,11 @@ def main(argv=None) -> int:
     evaluate(checkpoint, data_dir, out, routes=routes,
              real_sources=() if args.no_real else ("locomo", "gatemem"),
              n_boot=args.n_boot, seed=args.seed, num_threads=args.threads,
-             sweep_seeds=args.sweep_seeds if args.sweep else 0, sweep_rows=args.sweep_rows)
+             sweep_seeds=args.sweep_seeds if args.sweep else 0, sweep_rows=args.sweep_rows,
+             verifiers=tuple(args.verifier.split(",")) if args.verifier else (),
+             verifier_options={"dev": args.verifier_dev, "test": args.verifier_test,
+                               "depth": args.verifier_depth,
+                               "configs": dict(c.split("=", 1) for c in args.verifier_config)})
     print((out / "report.md").read_text().split("## ")[1] if (out / "report.md").exists() else "")
     print(f"wrote {out}/report.md")
     return 0

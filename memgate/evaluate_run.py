@@ -217,6 +217,8 @@ def evaluate(
     extra_sources: Sequence[PreparedSource] = (),
     sweep_seeds: int = 0,
     sweep_rows: str = "first_seed",
+    verifiers: Sequence[str] = (),
+    verifier_options: Optional[dict] = None,
 ) -> dict:
     set_offline_defaults()
     torch.set_num_threads(num_threads)
@@ -292,6 +294,11 @@ def evaluate(
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    if verifiers:  # evaluate.py --verifier: text-only verifiers on a hashed subsample (memgate.verifiers)
+        from memgate.verifiers.study import run_from_evaluate
+
+        metrics["verifiers"], timings["verifiers"] = run_from_evaluate(
+            verifiers, verifier_options or {}, prepared, data_dir, encoder, settings, gate, routes, out_dir)
     if sweep_seeds:  # evaluate.py --sweep: metadata corruption sweep (memgate.sweep)
         from memgate.sweep import run_sweep
 

@@ -364,3 +364,109 @@ def verifier_study(
     block["skipped"] = result.skipped
     timing["subsample_routes_total"] = time.perf_counter() - t0
     return block, timing
+
+
+# --------------------------------------------------------------------------- evaluate.py hook
+
+def run_from_evaluate(backends: Sequence[str], options: dict, prepared: Sequence, data_dir, encoder,
+                      settings, gate, routes: Sequence[str], out_dir) -> tuple[dict, dict]:
+    """``evaluate.py --verifier b1,b2``: build the verifiers, run the study on the synthetic test
+    and dev subsamples, write ``verifiers.md``; return (metrics block, timings block).
+
+    options: ``dev`` / ``test`` (subsample sizes), ``depth``, ``configs`` (backend -> yaml path).
+    """
+    from pathlib import Path
+
+    from memgate.synthetic import load_split, read_meta
+    from memgate.verifiers.factory import build_verifier, load_config
+
+    test = next((p for p in prepared if p.source.name == "synthetic_test"), None)
+    if test is None or data_dir is None:
+        return {"skipped": "verifier routes need the synthetic data (dev split for calibration)"}, {}
+    from memgate.evaluate_run import prepare
+
+    dev = prepare(load_split(data_dir, "dev", name="synthetic_dev"), encoder)
+    verifiers = {}
+    t0 = time.perf_counter()
+    for backend in backends:
+        config = load_config(backend, (options.get("configs") or {}).get(backend))
+        verifiers[backend] = build_verifier(backend, config)
+    load_seconds = time.perf_counter() - t0
+    block, timing = verifier_study(
+        verifiers, test, dev, settings, gate=gate, routes=routes,
+        n_dev=int(options.get("dev", DEFAULT_DEV)), n_test=int(options.get("test", DEFAULT_TEST)),
+        depth=int(options.get("depth", DEFAULT_DEPTH)), data_hash=read_meta(data_dir).get("data_hash"),
+    )
+    timing["load_seconds"] = load_seconds
+    write_verifier_report(Path(out_dir) / "verifiers.md", block, timing)
+    return block, timing
+
+
+def _cell(m: Optional[dict]) -> str:
+    if not isinstance(m, dict) or m.get("value") is None:
+        return "—"
+    lo, hi = (m.get("ci") or [None, None])[:2]
+    return f"{m['value']:.3f}" if lo is None else f"{m['value']:.3f} [{lo:.3f}, {hi:.3f}]"
+
+
+def _num(x, digits: int = 3) -> str:
+    return "—" if x is None else f"{x:.{digits}f}"
+
+
+def write_verifier_report(path, block: dict, timing: dict) -> None:
+    """verifiers.md: the subsample, per-backend figures, and every route on the same subsample."""
+    sub = block["subsample"]
+    lines = [
+        "# Text-only verifiers", "",
+        f"Hashed subsample (salt `{sub['salt']}`): **{sub['dev_queries']} dev** queries (calibration, "
+        f"ids sha256 `{sub['dev_ids_sha256']}`) and **{sub['test_queries']} test** queries (ids sha256 "
+        f"`{sub['test_ids_sha256']}`) of `{sub['source']}`. A verifier scores the ungated cosine's top "
+        f"{sub['depth']} candidates per query and sees only the query text and the memory texts. "
+        "Thresholds: the one calibration rule (max violation recall, <= 1 % of required anchors "
+        "dropped) on the dev subsample; the abstaining variant also drops p(unknown) >= u.", "",
+        "## Per backend (test subsample; p(inadmissible) on pairs with a known label)", "",
+        "| backend | model | AUC (all) | PR-AUC (all) | AUC (in scope) | Brier | ECE-10 | t | viol. precision @t "
+        "| viol. recall @t | anchor false-deny @t | u | recall @(t,u) | tokens / query | s / query |",
+        "|---" * 15 + "|",
+    ]
+    for backend, fig in block["backends"].items():
+        if fig.get("status") != "measured":
+            lines.append(f"| `{backend}` | {fig.get('status')} |" + " — |" * 13)
+            continue
+        test = fig["test"]
+        cal = fig["calibration"]
+        t = cal["p_inadmissible"]["threshold"]
+        u = (cal["p_unknown"] or {}).get("threshold")
+        lines.append(
+            f"| `{backend}` | {fig['model']} | {_num(test['all_known']['roc_auc'])} | "
+            f"{_num(test['all_known']['pr_auc'])} | {_num(test['in_scope_known']['roc_auc'])} | "
+            f"{_num(test['all_known']['brier'])} | {_num(test['all_known']['ece10'])} | "
+            f"{'inf' if t is None else _num(t, 4)} | {_num(test['drop']['violation_precision'])} | "
+            f"{_num(test['drop']['violation_recall'])} | {_num(test['drop']['anchor_false_deny'])} | "
+            f"{'inf' if u is None else _num(u, 4)} | {_num(test['abstain']['violation_recall'])} | "
+            f"{_num(fig['tokens']['prompt_per_query_test'], 0)} | "
+            f"{_num(timing.get(backend, {}).get('latency_per_query_s'), 2)} |")
+    for backend, fig in block["backends"].items():
+        if fig.get("status") == "measured":
+            lines += ["", f"`{backend}` calibration: {fig['calibration']['p_inadmissible']['note']}; "
+                      f"mean (p_adm, p_inad, p_unk) on test pairs: {fig['test']['mean_probs']}."]
+    keys = ("recall_required@20", "feasible_rate@20", "l_rc@20", "violation_any@20", "exposure_scope@20",
+            "exposure_policy@20", "exposure_lifecycle@20")
+    lines += ["", "## Routes on the same subsample (K = 20, τ = 0.8)", "",
+              "| route | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
+    for route, m in block.get("routes", {}).items():
+        lines.append(f"| `{route}` | " + " | ".join(_cell(m.get(k)) for k in keys) + " |")
+    if block.get("skipped"):
+        lines += [""] + [f"- `{r}` skipped: {why}" for r, why in block["skipped"].items()]
+    lines += ["", "## Visibility grid (l_rc@20)", ""]
+    cells = sorted(block.get("visibility", {}))
+    if cells:
+        routes = list(block.get("routes", {}))
+        lines += ["| route | " + " | ".join(c.split("=", 1)[1] for c in cells) + " |",
+                  "|---" * (len(cells) + 1) + "|"]
+        for route in routes:
+            lines.append(f"| `{route}` | " + " | ".join(
+                _cell(block["visibility"][c].get(route, {}).get("l_rc@20")) for c in cells) + " |")
+    from pathlib import Path
+
+    Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")

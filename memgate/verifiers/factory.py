@@ -1,0 +1,76 @@
+"""Build a verifier from ``configs/verifier/<backend>.yaml`` (unknown keys raise)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional, Union
+
+import yaml
+
+from memgate.config import resolve_path
+from memgate.verifiers.base import Verifier
+
+CONFIG_KEYS = {
+    "local": {"backend", "model", "gguf_file", "device", "dtype", "batch_size", "max_bytes", "cache_dir"},
+    "openai": {"backend", "model", "base_url", "api_key_env", "timeout_s", "max_retries", "backoff_s",
+               "max_backoff_s", "price_input_per_1m", "price_output_per_1m", "temperature", "max_bytes",
+               "cache_dir"},
+    "finetuned": {"backend", "model_dir", "device", "dtype", "batch_size", "max_bytes"},
+}
+NOT_TRAINED = "not trained"
+
+
+def load_config(backend: str, path: Optional[Union[str, Path]] = None, **overrides) -> dict:
+    if backend not in CONFIG_KEYS:
+        raise ValueError(f"unknown verifier backend {backend!r}; known: {sorted(CONFIG_KEYS)}")
+    path = resolve_path(path or f"configs/verifier/{backend}.yaml")
+    raw = yaml.safe_load(Path(path).read_text()) or {}
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path}: a verifier config must be a mapping")
+    raw.update(overrides)
+    unknown = sorted(set(raw) - CONFIG_KEYS[backend])
+    if unknown:
+        raise ValueError(f"{path}: unknown keys {unknown} for backend {backend!r}; allowed: "
+                         f"{sorted(CONFIG_KEYS[backend])}")
+    if raw.get("backend", backend) != backend:
+        raise ValueError(f"{path}: backend {raw['backend']!r} does not match {backend!r}")
+    return raw
+
+
+def training_status(model_dir: Union[str, Path]) -> tuple[bool, str]:
+    """(reportable, reason): a fine-tuned verifier is reported only after >= 1 epoch over the full
+    train split, recorded in its ``training_info.json`` (smoke runs never are)."""
+    info_path = resolve_path(str(model_dir)) / "training_info.json"
+    if not info_path.exists():
+        return False, f"{NOT_TRAINED} (no {info_path})"
+    info = json.loads(info_path.read_text())
+    if info.get("smoke") or not info.get("full_split") or float(info.get("epochs_completed", 0)) < 1.0:
+        return False, (f"{NOT_TRAINED} (last run: {info.get('epochs_completed', 0):.3g} epochs, "
+                       f"full split: {info.get('full_split')}, smoke: {info.get('smoke')})")
+    return True, "trained"
+
+
+def build_verifier(backend: str, config: Optional[dict] = None) -> Union[Verifier, str]:
+    """A verifier, or (finetuned without a full run) the string saying why there is none."""
+    cfg = dict(config if config is not None else load_config(backend))
+    cfg.pop("backend", None)
+    if backend == "local":
+        from memgate.verifiers.local import LocalVerifier
+
+        return LocalVerifier(**cfg)
+    if backend == "openai":
+        from memgate.verifiers.openai_backend import OpenAIVerifier
+
+        return OpenAIVerifier(**cfg)
+    if backend == "finetuned":
+        model_dir = cfg.pop("model_dir")
+        ok, reason = training_status(model_dir)
+        if not ok:
+            return reason
+        from memgate.verifiers.local import LocalVerifier
+
+        verifier = LocalVerifier(model=str(resolve_path(str(model_dir))), **cfg)
+        verifier.backend = "finetuned"
+        return verifier
+    raise ValueError(f"unknown verifier backend {backend!r}; known: {sorted(CONFIG_KEYS)}")
