@@ -340,21 +340,22 @@ def format_report(res: dict) -> str:
         f"{verdict(default['gate_fused_ms_per_100'], t['gate_ms_per_100'])} ms, ratio "
         f"{verdict(default['overhead_ratio_fused'], t['overhead_ratio'])}",
     ]
-    e2e = res.get("e2e")
-    if e2e:
-        def stages(d):
-            return ", ".join(f"{k.removesuffix('_ms')} {v:.2f}" for k, v in d.items())
+    return "\n".join(lines)
 
-        lines += [
-            "",
-            f"  end to end: GatedRetriever.retrieve over an EmbeddedStore of {e2e['n']:,} records "
-            f"(k={e2e['k']}, re-scoring depth {e2e['rerank_depth']}, audit log on, "
-            f"store built in {e2e['build_s']:.1f} s, gate parts precomputed in "
-            f"{e2e['open_with_gate_s']:.1f} s, {e2e['precomputed_mb']:.1f} MB)",
-            f"    plain cosine route: {e2e['plain_ms']:.2f} ms  ({stages(e2e['plain_stages_ms'])})",
-            f"    gated route:        {e2e['gated_ms']:.2f} ms  ({stages(e2e['gated_stages_ms'])})",
-            f"    gated / plain: {e2e['gated_over_plain']:.3f}",
-        ]
+
+def format_e2e(e2e: dict) -> str:
+    def stages(d):
+        return ", ".join(f"{k.removesuffix('_ms')} {v:.2f}" for k, v in d.items())
+
+    lines = [
+        f"  end to end: GatedRetriever.retrieve over an EmbeddedStore of {e2e['n']:,} records "
+        f"(k={e2e['k']}, re-scoring depth {e2e['rerank_depth']}, audit log on, "
+        f"store built in {e2e['build_s']:.1f} s, gate parts precomputed in "
+        f"{e2e['open_with_gate_s']:.1f} s, {e2e['precomputed_mb']:.1f} MB)",
+        f"    plain cosine route: {e2e['plain_ms']:.2f} ms  ({stages(e2e['plain_stages_ms'])})",
+        f"    gated route:        {e2e['gated_ms']:.2f} ms  ({stages(e2e['gated_stages_ms'])})",
+        f"    gated / plain: {e2e['gated_over_plain']:.3f}",
+    ]
     return "\n".join(lines)
 
 
@@ -368,14 +369,18 @@ def main(argv=None) -> dict:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-e2e", dest="e2e", action="store_false",
                    help="skip the end-to-end retrieve() measurement")
+    p.add_argument("--e2e-only", action="store_true", help="only the end-to-end measurement")
     p.add_argument("--out", type=Path, default=None, help="also write the figures as JSON here")
     args = p.parse_args(argv)
-    res = run(n=args.n, dim=args.dim, repeats=args.repeats, threads=args.threads,
-              widths=tuple(args.widths), seed=args.seed)
-    if args.e2e:
+    res = {}
+    if not args.e2e_only:
+        res = run(n=args.n, dim=args.dim, repeats=args.repeats, threads=args.threads,
+                  widths=tuple(args.widths), seed=args.seed)
+        print(format_report(res))
+    if args.e2e or args.e2e_only:
         res["e2e"] = run_e2e(n=args.n, dim=args.dim, repeats=args.repeats, threads=args.threads,
                              seed=args.seed)
-    print(format_report(res))
+        print(format_e2e(res["e2e"]))
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(res, indent=2, sort_keys=True) + "\n")

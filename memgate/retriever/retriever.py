@@ -693,6 +693,7 @@ class GatedRetriever:
         items = self._with_actions(items, action_query)
         clock.lap("actions_ms")
         excluded, counts = self._exclusions(support, verdicts, ranking)
+        clock.lap("exclusions_ms")
         result = RetrievalResult(
             query_id=context.query_id, principal=context.principal,
             namespaces=tuple(sorted(readable)), route=self.route, k=k, items=tuple(items),
@@ -704,6 +705,7 @@ class GatedRetriever:
             action_policy_version=self.action_policy_version, timings_ms=clock.laps,
         )
         self._log_retrieval(result, context)
+        clock.lap("log_ms")  # (the same dict as result.timings_ms)
         return result
 
     def _support(self, readable: frozenset) -> np.ndarray:
