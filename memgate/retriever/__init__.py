@@ -52,6 +52,7 @@ from memgate.retriever.schema import (
     Supersedes,
     UnknownMemoryError,
 )
+from memgate.retriever.scoring import FusedGateScorer
 from memgate.retriever.store import EmbeddedStore, IndexEntry, MemoryStore, normalize_identity
 
 __all__ = [
@@ -64,6 +65,7 @@ __all__ = [
     "EncoderMismatchError",
     "Exclusion",
     "ForgottenMemoryError",
+    "FusedGateScorer",
     "GateDrop",
     "GatedRetriever",
     "IndexEntry",
