@@ -65,7 +65,9 @@ def make(tmp_path, encoder, gate="fresh", name="store", **config) -> GatedRetrie
     config.setdefault("acl", ACL)
     if gate == "fresh":
         gate = make_gate(encoder)
-    return GatedRetriever.open(tmp_path / name, encoder, gate=gate, config=RetrieverConfig(**config))
+    # durability is the crash tests' business (they keep fsync on); here it only costs time
+    return GatedRetriever.open(tmp_path / name, encoder, gate=gate, config=RetrieverConfig(**config),
+                               fsync=False)
 
 
 _QIDS = iter(range(10**9))
