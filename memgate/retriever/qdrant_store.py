@@ -1,0 +1,656 @@
+"""``QdrantStore``: the ``MemoryStore`` protocol on Qdrant (through ``qdrant-client``).
+
+One collection per store. Each record is one point (id ``uuid5(memory_id)``) whose payload is the
+record (``Memory.to_dict()``) plus ``_seq`` (the store version of its last write) and ``_slot``
+(the vector's slot number, which changes whenever the vector does); live records carry their
+vector under the named vector ``dense`` (cosine). A forgotten record's point is deleted (vector and
+payload) and replaced by a vector-less tombstone point holding only id, namespace, kind, timestamps
+and lifecycle ``forgotten``. A metadata point (no vector, no namespace) holds the version counter
+and the next slot; the collection's own metadata holds the store format and encoder identity.
+
+Where it differs from :class:`memgate.retriever.EmbeddedStore` (see docs/qdrant.md):
+
+- Qdrant has no multi-point transactions or conditional writes. A write validates everything
+  (CAS on ``revision``, links, encoder, vectors) against the current points while holding this
+  process's lock, then applies all its points in one ``upsert`` call. Compare-and-set is exact
+  for writers that share one ``QdrantStore`` (local mode allows only one process per path);
+  several processes writing one server collection need a single writer in front of it.
+- The audit log (optional) is appended after the Qdrant write, without an outbox.
+- ``search()`` runs the namespace restriction (and the Kleene exclusions expressible as payload
+  fields or ids) inside Qdrant's vector search as a filter. ``GatedRetriever`` also works on this
+  store unchanged through ``changes_since()`` / ``vector_matrix()`` (a local mirror of the
+  vectors, refreshed from the points), ranking exactly as on the embedded store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import uuid
+import warnings
+from collections.abc import Callable, Iterable, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+
+from memgate.admissibility import SupersessionScope
+from memgate.retriever.audit import AuditLog, make_event, utc_now
+from memgate.retriever.schema import (
+    CONTENT_FIELDS,
+    FORGET_DIRECTIVE_KIND,
+    UPDATABLE_FIELDS,
+    Applicability,
+    EncoderMismatchError,
+    ForgottenMemoryError,
+    Memory,
+    StaleRevisionError,
+    SupersededIn,
+    UnknownMemoryError,
+    scope_to_dict,
+)
+from memgate.retriever.store import ENCODER_KEYS, IndexEntry, normalize_identity
+
+try:  # optional dependency
+    from qdrant_client import QdrantClient
+    from qdrant_client import models as qm
+except ImportError:  # pragma: no cover - exercised only without qdrant-client
+    QdrantClient = None
+    qm = None
+
+QDRANT_FORMAT = "memgate-qdrant/1"
+VECTOR_NAME = "dense"
+API_KEY_ENV = "QDRANT_API_KEY"
+_ID_NS = uuid.UUID("5b1c8f0e-6d0a-4b7e-9a57-6d656d676174")
+_META_ID = str(uuid.uuid5(_ID_NS, "\x00memgate-meta"))
+
+
+def point_id(memory_id: str) -> str:
+    """The Qdrant point id of a record (a UUID derived from its memory id)."""
+    return str(uuid.uuid5(_ID_NS, memory_id))
+
+
+class QdrantStore:
+    """Records and vectors in one Qdrant collection.
+
+    ``QdrantStore(collection, encoder_identity, path=...)`` opens local mode on disk (no server),
+    ``location=":memory:"`` local mode in memory, ``url=...`` a server (API key from ``api_key``
+    or the ``QDRANT_API_KEY`` environment variable), ``client=`` an existing ``QdrantClient``.
+    The collection is created when missing (the identity, with ``dim``, is then required);
+    an existing one with a different encoder identity is refused.
+    """
+
+    def __init__(
+        self,
+        collection: str = "memgate",
+        encoder_identity: Any = None,
+        *,
+        path: str | os.PathLike | None = None,
+        location: Optional[str] = None,
+        url: Optional[str] = None,
+        api_key: Optional[str] = None,
+        client: Any = None,
+        audit: AuditLog | bool | None = None,
+        clock: Callable[[], str] = utc_now,
+        on_disk: bool = False,
+    ):
+        if QdrantClient is None:
+            raise ImportError("QdrantStore needs qdrant-client (pip install qdrant-client)")
+        if sum(x is not None for x in (path, location, url, client)) != 1:
+            raise ValueError("pass exactly one of path=, location=, url=, client=")
+        self.collection = collection
+        self.clock = clock
+        self._lock = threading.RLock()
+        self._owns_client = client is None
+        if client is None:
+            if url is not None:
+                client = QdrantClient(url=url, api_key=api_key or os.environ.get(API_KEY_ENV))
+            elif path is not None:
+                client = QdrantClient(path=str(path))
+            else:
+                client = QdrantClient(location=location)
+        self.client = client
+        self.local = _is_local(client)
+        if not client.collection_exists(collection):
+            if encoder_identity is None:
+                raise ValueError(
+                    f"collection {collection!r} holds no store yet: pass the encoder identity to create one")
+            identity = normalize_identity(encoder_identity)
+            client.create_collection(
+                collection,
+                vectors_config={VECTOR_NAME: qm.VectorParams(
+                    size=int(identity["dim"]), distance=qm.Distance.COSINE, on_disk=on_disk)},
+                metadata={"format": QDRANT_FORMAT, "encoder": identity},
+            )
+            with warnings.catch_warnings():  # local mode: "payload indexes have no effect"
+                warnings.simplefilter("ignore")
+                # the tenant field: Qdrant co-locates a tenant's points and builds its HNSW
+                # links per tenant, so a namespace-filtered search stays graph-based.
+                client.create_payload_index(collection, "namespace", qm.KeywordIndexParams(
+                    type=qm.KeywordIndexType.KEYWORD, is_tenant=True))
+                for field, schema in (("lifecycle_state", qm.PayloadSchemaType.KEYWORD),
+                                      ("memory_id", qm.PayloadSchemaType.KEYWORD),
+                                      ("derived_from", qm.PayloadSchemaType.KEYWORD),
+                                      ("_seq", qm.PayloadSchemaType.INTEGER)):
+                    client.create_payload_index(collection, field, schema)
+            client.upsert(collection, [qm.PointStruct(
+                id=_META_ID, vector={}, payload={"_meta": {"seq": 0, "next_slot": 0}})], wait=True)
+        info = client.get_collection(collection)
+        meta = dict(info.config.metadata or {})
+        if meta.get("format") != QDRANT_FORMAT:
+            raise ValueError(f"collection {collection!r}: format {meta.get('format')!r}, expected {QDRANT_FORMAT!r}")
+        self.encoder_identity: dict = {k: meta["encoder"][k] for k in ENCODER_KEYS}
+        self.dim: int = int(self.encoder_identity["dim"])
+        if encoder_identity is not None:
+            self.check_encoder(encoder_identity, "open the store")
+        if audit is True:
+            if path is None:
+                raise ValueError("audit=True needs path= (or pass an AuditLog)")
+            audit = AuditLog(Path(path) / "audit.jsonl")
+        self.audit: Optional[AuditLog] = audit or None
+        self._mirror = np.zeros((0, self.dim), dtype=np.float32)  # slot -> vector (a cache)
+        self._pending: Optional[dict] = None
+
+    # -- plumbing -----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        if self._owns_client:
+            self.client.close()
+
+    def __enter__(self) -> "QdrantStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def flush_outbox(self) -> None:
+        """No outbox: audit events are appended right after each write."""
+
+    def check_encoder(self, identity: Any, action: str = "use") -> None:
+        """Raise :class:`EncoderMismatchError` unless ``identity`` is the store's encoder."""
+        try:
+            given = normalize_identity(identity)
+        except (TypeError, ValueError) as exc:
+            raise EncoderMismatchError(f"cannot {action}: {exc}") from None
+        clashes = [k for k in ENCODER_KEYS if given[k] != self.encoder_identity[k]]
+        if clashes:
+            raise EncoderMismatchError(
+                f"cannot {action} with encoder {given!r}: the Qdrant collection {self.collection!r} "
+                f"was built with encoder {self.encoder_identity!r} (differs on {clashes}); re-embed "
+                "into a new collection or use the store's encoder")
+
+    def _check_vector(self, vector: Any) -> np.ndarray:
+        if hasattr(vector, "detach"):
+            vector = vector.detach().cpu().numpy()
+        v = np.asarray(vector)
+        if not np.issubdtype(v.dtype, np.floating):
+            raise TypeError(f"vector must be a float array, got dtype {v.dtype}")
+        v = v.astype(np.float32)
+        if v.ndim == 2 and v.shape[0] == 1:
+            v = v[0]
+        if v.shape != (self.dim,):
+            raise ValueError(f"vector has shape {v.shape}, the store's encoder has dim {self.dim}")
+        if not np.isfinite(v).all():
+            raise ValueError("vector contains NaN or inf")
+        norm = float(np.linalg.norm(v))
+        if norm < 1e-8:
+            raise ValueError("vector is zero; it has no direction to rank by")
+        return (v / norm).astype(np.float32)
+
+    # -- the staged write ---------------------------------------------------------------------
+
+    @contextmanager
+    def _write(self):
+        """Stage a write (validated against current points), then apply it in one upsert."""
+        with self._lock:
+            meta = self._meta()
+            self._pending = {}
+            self._events: list[dict] = []
+            self._counters = dict(meta)
+            try:
+                yield
+                points, deletes = [], []
+                for memory_id, (memory, slot, vector) in self._pending.items():
+                    if memory.forgotten:
+                        deletes.append(point_id(memory_id))
+                    points.append(self._point(memory, slot, vector))
+                points.append(qm.PointStruct(id=_META_ID, vector={},
+                                             payload={"_meta": self._counters}))
+                if deletes:  # forget: the old point (vector + payload) goes, a tombstone follows
+                    self.client.delete(self.collection, qm.PointIdsList(points=deletes), wait=True)
+                self.client.upsert(self.collection, points, wait=True)
+                for memory_id, (memory, slot, vector) in self._pending.items():
+                    if vector is not None:
+                        self._mirror_set(slot, vector)
+            finally:
+                self._pending = None
+            if self.audit is not None and self._events:
+                self.audit.append_many(self._events)
+
+    def _meta(self) -> dict:
+        (p,) = self.client.retrieve(self.collection, [_META_ID], with_payload=True)
+        return dict(p.payload["_meta"])
+
+    def _bump(self, key: str) -> int:
+        self._counters[key] = int(self._counters[key]) + 1
+        return self._counters[key]
+
+    def _event(self, event_type: str, /, **payload: Any) -> None:
+        if self.audit is not None:
+            self._events.append(make_event(event_type, clock=self.clock, **payload))
+
+    def _point(self, memory: Memory, slot: Optional[int], vector: Optional[np.ndarray]):
+        payload = memory.to_dict()
+        payload["_seq"] = self._counters["seq"]
+        payload["_slot"] = slot
+        vec = {} if vector is None else {VECTOR_NAME: vector.tolist()}
+        return qm.PointStruct(id=point_id(memory.memory_id), vector=vec, payload=payload)
+
+    def _stage(self, memory: Memory, slot: Any = ..., vector: Optional[np.ndarray] = None) -> None:
+        if slot is ...:
+            prev = self._pending.get(memory.memory_id)
+            if prev is not None:
+                slot, vector = prev[1], prev[2]
+            else:
+                raw = self._raw(memory.memory_id)
+                slot = raw.payload.get("_slot") if raw is not None else None
+                if raw is not None and slot is not None:
+                    vector = np.asarray(raw.vector[VECTOR_NAME], dtype=np.float32)
+        self._pending[memory.memory_id] = (memory, slot, vector)
+
+    def _raw(self, memory_id: str):
+        got = self.client.retrieve(self.collection, [point_id(memory_id)], with_payload=True,
+                                   with_vectors=[VECTOR_NAME])
+        return got[0] if got else None
+
+    def _load(self, memory_id: str) -> Memory:
+        if self._pending is not None and memory_id in self._pending:
+            return self._pending[memory_id][0]
+        raw = self._raw(memory_id)
+        if raw is None:
+            raise UnknownMemoryError(f"no memory with id {memory_id!r}")
+        return _to_memory(raw.payload)
+
+    def _exists(self, memory_id: str) -> bool:
+        if self._pending is not None and memory_id in self._pending:
+            return True
+        return bool(self.client.retrieve(self.collection, [point_id(memory_id)], with_payload=False))
+
+    def _cas(self, memory: Memory, expected_revision: Optional[int]) -> None:
+        if memory.forgotten:
+            raise ForgottenMemoryError(
+                f"memory {memory.memory_id!r} was forgotten (directive {memory.forgotten_by!r}); "
+                "it cannot be changed")
+        if expected_revision is None:
+            return
+        if type(expected_revision) is not int:
+            raise TypeError(f"expected_revision must be an int, got {expected_revision!r}")
+        if memory.revision != expected_revision:
+            raise StaleRevisionError(memory.memory_id, expected_revision, memory.revision)
+
+    def _children(self, parent: str) -> list[str]:
+        out = {mid for mid, (m, _, _) in self._pending.items() if parent in m.derived_from}
+        flt = qm.Filter(must=[qm.FieldCondition(key="derived_from", match=qm.MatchAny(any=[parent]))])
+        for p in self._scroll(flt, ["memory_id"]):
+            if p.payload["memory_id"] not in self._pending:
+                out.add(p.payload["memory_id"])
+        return sorted(out)
+
+    def _scroll(self, flt, payload: Any = True, vectors: Any = False):
+        offset = None
+        while True:
+            points, offset = self.client.scroll(self.collection, scroll_filter=flt, limit=1024,
+                                                offset=offset, with_payload=payload,
+                                                with_vectors=vectors)
+            yield from points
+            if offset is None:
+                return
+
+    # -- vectors ------------------------------------------------------------------------------
+
+    def _mirror_set(self, slot: int, v: Optional[np.ndarray]) -> None:
+        if slot >= self._mirror.shape[0]:
+            grown = np.zeros((max(slot + 1, 2 * self._mirror.shape[0], 1024), self.dim), np.float32)
+            grown[: self._mirror.shape[0]] = self._mirror
+            self._mirror = grown
+        self._mirror[slot] = 0.0 if v is None else v
+
+    def vector_matrix(self) -> np.ndarray:
+        """(n_slots, dim) float32: a local mirror of the points' vectors by slot, filled by writes
+        and by :meth:`changes_since` (zero rows for replaced or forgotten vectors)."""
+        with self._lock:
+            n = int(self._meta()["next_slot"])
+            if n > self._mirror.shape[0]:
+                self._mirror_set(n - 1, None)  # (rows not yet seen stay zero until changes_since)
+            view = self._mirror[:n]
+            view.flags.writeable = False
+            return view
+
+    def vectors_for(self, memory_ids: Iterable[str]) -> dict[str, np.ndarray]:
+        ids = list(dict.fromkeys(memory_ids))
+        got = self.client.retrieve(self.collection, [point_id(m) for m in ids], with_payload=["memory_id"],
+                                   with_vectors=[VECTOR_NAME])
+        return {p.payload["memory_id"]: np.asarray(p.vector[VECTOR_NAME], dtype=np.float32)
+                for p in got if p.vector and VECTOR_NAME in p.vector}
+
+    # -- reads --------------------------------------------------------------------------------
+
+    def get(self, memory_id: str) -> Optional[Memory]:
+        try:
+            return self._load(memory_id)
+        except UnknownMemoryError:
+            return None
+
+    def get_many(self, memory_ids: Iterable[str]) -> dict[str, Memory]:
+        ids = list(dict.fromkeys(memory_ids))
+        out: dict[str, Memory] = {}
+        for start in range(0, len(ids), 512):
+            for p in self.client.retrieve(self.collection, [point_id(m) for m in ids[start:start + 512]],
+                                          with_payload=True):
+                out[p.payload["memory_id"]] = _to_memory(p.payload)
+        return out
+
+    def __len__(self) -> int:
+        return self.client.count(self.collection, count_filter=_RECORDS, exact=True).count
+
+    def ids(self) -> list[str]:
+        return sorted(p.payload["memory_id"] for p in self._scroll(_RECORDS, ["memory_id"]))
+
+    def version(self) -> int:
+        return int(self._meta()["seq"])
+
+    def changes_since(self, seq: int) -> tuple[int, list[IndexEntry]]:
+        """Index entries of every record written after ``seq`` (their vectors refresh the mirror)."""
+        with self._lock:
+            version = self.version()
+            flt = qm.Filter(must=[qm.FieldCondition(key="_seq", range=qm.Range(gt=seq, lte=version))])
+            points = list(self._scroll(flt, True, [VECTOR_NAME]))
+        entries = []
+        for p in sorted(points, key=lambda p: (p.payload["_seq"], p.payload["memory_id"])):
+            raw = p.payload
+            slot = raw.get("_slot")
+            alive = raw["lifecycle_state"] != "forgotten" and slot is not None
+            if alive:
+                with self._lock:
+                    self._mirror_set(slot, np.asarray(p.vector[VECTOR_NAME], dtype=np.float32))
+            entries.append(IndexEntry(
+                memory_id=raw["memory_id"], namespace=raw["namespace"], slot=slot, alive=alive,
+                lifecycle_state=raw["lifecycle_state"],
+                superseded_in=tuple(
+                    SupersededIn(s["by"], None if s["scope"] is None else SupersessionScope(**s["scope"]))
+                    for s in raw.get("superseded_in") or ()),
+                applicability=Applicability.from_dict(raw.get("applicability")),
+                policy_tags=None if raw.get("policy_tags") is None else tuple(raw["policy_tags"]),
+                seq=raw["_seq"],
+            ))
+        return version, entries
+
+    def namespace_of(self, memory_id: str) -> Optional[str]:
+        got = self.client.retrieve(self.collection, [point_id(memory_id)], with_payload=["namespace"])
+        return got[0].payload["namespace"] if got else None
+
+    def scan_markers(self, namespaces: Iterable[str]) -> list[tuple[str, tuple]]:
+        ns = sorted(set(namespaces))
+        if not ns:
+            return []
+        flt = qm.Filter(must=[qm.FieldCondition(key="namespace", match=qm.MatchAny(any=ns))],
+                        must_not=[qm.FieldCondition(key="lifecycle_state", match=qm.MatchValue(value="forgotten"))])
+        out = [(p.payload["memory_id"], tuple(p.payload.get("markers") or ()))
+               for p in self._scroll(flt, ["memory_id", "markers"])]
+        return sorted(o for o in out if o[1])
+
+    def search(self, query: Any, namespaces: Iterable[str], k: int = 10, *,
+               exclude_ids: Iterable[str] = (), exclude_states: Iterable[str] = (),
+               exact: bool = False, hnsw_ef: Optional[int] = None) -> list[tuple[str, float]]:
+        """Top ``k`` live records by cosine *within* ``namespaces``: the namespace restriction,
+        ``exclude_ids`` and ``exclude_states`` (lifecycle values) are a filter inside Qdrant's
+        vector search (filter-aware HNSW), so the candidate set is filtered before truncation.
+        ``exact=True`` asks for exhaustive search. Returns ``(memory_id, cosine)`` pairs.
+
+        There is no unfiltered form: an empty or missing namespace set is an error.
+        """
+        if isinstance(namespaces, str):
+            namespaces = [namespaces]
+        ns = sorted(set(namespaces or ()))
+        if not ns:
+            raise PermissionError("search needs the readable namespaces; there is no unfiltered search")
+        if type(k) is not int or k < 1:
+            raise ValueError(f"k must be an int >= 1, got {k!r}")
+        q = self._check_vector(query)
+        must_not = [qm.FieldCondition(key="lifecycle_state", match=qm.MatchAny(
+            any=sorted({"forgotten", *exclude_states})))]
+        excluded = [point_id(m) for m in dict.fromkeys(exclude_ids)]
+        if excluded:
+            must_not.append(qm.HasIdCondition(has_id=excluded))
+        flt = qm.Filter(must=[qm.FieldCondition(key="namespace", match=qm.MatchAny(any=ns))],
+                        must_not=must_not)
+        res = self.client.query_points(
+            self.collection, query=q.tolist(), using=VECTOR_NAME, query_filter=flt, limit=k,
+            # (local mode is always exhaustive and warns about search parameters)
+            search_params=None if self.local else qm.SearchParams(exact=exact, hnsw_ef=hnsw_ef),
+            with_payload=["memory_id", "namespace"])
+        out = []
+        for p in res.points:
+            if p.payload["namespace"] not in ns:  # defence in depth: never cross the filter
+                raise AssertionError(f"Qdrant returned {p.payload['memory_id']!r} outside {ns}")
+            out.append((p.payload["memory_id"], float(p.score)))
+        return out
+
+    # -- writes -------------------------------------------------------------------------------
+
+    def add(self, memory: Memory, vector: Any, *, encoder: Any) -> Memory:
+        return self.add_many([memory], [vector], encoder=encoder)[0]
+
+    def add_many(self, memories: Iterable[Memory], vectors: Any, *, encoder: Any) -> list[Memory]:
+        """Store several new records (validated all or none, then one upsert)."""
+        self.check_encoder(encoder, "write")
+        memories = list(memories)
+        vectors = list(vectors) if not isinstance(vectors, np.ndarray) else vectors
+        if len(memories) != len(vectors):
+            raise ValueError(f"{len(memories)} memories but {len(vectors)} vectors")
+        checked = []
+        for memory, vector in zip(memories, vectors):
+            if not isinstance(memory, Memory):
+                raise TypeError(f"memory must be a Memory, got {type(memory).__name__}")
+            if memory.lifecycle_state in ("superseded", "forgotten"):
+                raise ValueError(
+                    f"memory {memory.memory_id!r}: lifecycle_state {memory.lifecycle_state!r} is "
+                    "set by the store (add a superseding record / call forget), not written directly")
+            checked.append((memory, self._check_vector(vector)))
+        stored_all = []
+        with self._write():
+            seq = self._bump("seq")
+            now = self.clock()
+            for memory, v in checked:
+                stored_all.append(self._add_staged(memory, v, seq, now))
+        return stored_all
+
+    def _add_staged(self, memory: Memory, v: np.ndarray, seq: int, now: str) -> Memory:
+        if self._exists(memory.memory_id):
+            raise ValueError(f"memory {memory.memory_id!r} already exists; use update()")
+        for parent in memory.derived_from:
+            if self._load(parent).forgotten:
+                raise ForgottenMemoryError(
+                    f"memory {memory.memory_id!r}: derived_from names forgotten memory {parent!r}")
+        old_records = []
+        for link in memory.supersedes:
+            old = self._load(link.memory_id)
+            self._cas(old, link.expected_revision)
+            if old.namespace != memory.namespace:
+                raise PermissionError(
+                    f"memory {memory.memory_id!r} (namespace {memory.namespace!r}) cannot "
+                    f"supersede {old.memory_id!r} in namespace {old.namespace!r}")
+            old_records.append((link, old))
+        slot = self._bump("next_slot") - 1
+        stored = memory.replace(revision=1, created_at=now, updated_at=now, superseded_in=(),
+                                needs_review=False, review_reasons=(), forgotten_by=None)
+        self._stage(stored, slot, v)
+        self._event("stored", memory_id=stored.memory_id, namespace=stored.namespace, revision=1,
+                    principal=stored.principal, kind=stored.kind, derived_from=list(stored.derived_from),
+                    supersedes=[s.to_dict() for s in stored.supersedes], encoder=self.encoder_identity,
+                    slot=slot)
+        for link, old in old_records:
+            new_old = old.replace(
+                lifecycle_state="superseded",
+                superseded_in=old.superseded_in + (SupersededIn(stored.memory_id, link.scope),),
+                revision=old.revision + 1, updated_at=now)
+            self._stage(new_old)
+            self._event("superseded", memory_id=old.memory_id, by=stored.memory_id,
+                        scope=scope_to_dict(link.scope), revision=new_old.revision)
+            self._flag_derived(old.memory_id, "superseded", now)
+        return stored
+
+    def _flag_derived(self, source_id: str, cause: str, now: str) -> list[str]:
+        flagged: list[str] = []
+        seen = {source_id}
+        frontier = [source_id]
+        while frontier:
+            parent = frontier.pop(0)
+            for child in self._children(parent):
+                if child in seen:
+                    continue
+                seen.add(child)
+                frontier.append(child)
+                record = self._load(child)
+                if record.forgotten:
+                    continue
+                reason = f"{cause}:{source_id}" + ("" if parent == source_id else f" via {parent}")
+                self._stage(record.replace(
+                    needs_review=True,
+                    review_reasons=tuple(dict.fromkeys(record.review_reasons + (reason,))),
+                    revision=record.revision + 1, updated_at=now))
+                self._event("flagged_for_review", memory_id=child, source=source_id, via=parent,
+                            cause=cause, revision=record.revision + 1)
+                flagged.append(child)
+        return flagged
+
+    def update(self, memory_id: str, expected_revision: int, *, vector: Any = None,
+               encoder: Any = None, principal: Optional[str] = None, **changes: Any) -> Memory:
+        """Compare-and-set update (as :meth:`EmbeddedStore.update`)."""
+        return self._update(memory_id, expected_revision, vector, encoder, principal, "updated", changes)[0]
+
+    def _update(self, memory_id, expected_revision, vector, encoder, principal, cause, changes):
+        if type(expected_revision) is not int:
+            raise TypeError(f"expected_revision must be an int, got {expected_revision!r}")
+        unknown = sorted(set(changes) - set(UPDATABLE_FIELDS))
+        if unknown:
+            raise ValueError(f"update: field(s) {unknown} cannot be updated; allowed: {UPDATABLE_FIELDS}")
+        if changes.get("lifecycle_state") in ("superseded", "forgotten"):
+            raise ValueError("update: lifecycle_state 'superseded' / 'forgotten' are set by "
+                             "add(supersedes=...) and forget()")
+        if ("text" in changes) != (vector is not None):
+            raise ValueError("update: a text change and a new vector go together (pass both or neither)")
+        v = None
+        if vector is not None:
+            self.check_encoder(encoder, "write")
+            v = self._check_vector(vector)
+        if "applicability" in changes:
+            changes["applicability"] = Applicability.from_dict(changes["applicability"])
+        with self._write():
+            current = self._load(memory_id)
+            self._cas(current, expected_revision)
+            self._bump("seq")
+            now = self.clock()
+            new = current.replace(**changes, revision=current.revision + 1, updated_at=now)
+            if v is not None:  # a new slot: the point's vector is overwritten, the old slot dies
+                old = self._raw(memory_id)
+                self._stage(new, self._bump("next_slot") - 1, v)
+                if old is not None and old.payload.get("_slot") is not None:
+                    self._mirror_set(old.payload["_slot"], None)
+            else:
+                self._stage(new)
+            self._event("retired" if cause == "retired" else "updated", memory_id=memory_id,
+                        revision=new.revision, fields=sorted(changes), cause=cause, principal=principal)
+            flagged: list[str] = []
+            if cause == "retired":
+                flagged = self._flag_derived(memory_id, "retired", now)
+            elif any(f in changes for f in CONTENT_FIELDS):
+                flagged = self._flag_derived(memory_id, "corrected", now)
+        return new, flagged
+
+    def correct(self, memory_id: str, expected_revision: int, text: str, vector: Any, *,
+                encoder: Any, principal: Optional[str] = None, **changes: Any) -> tuple[Memory, list[str]]:
+        return self._update(memory_id, expected_revision, vector, encoder, principal, "corrected",
+                            {**changes, "text": text})
+
+    def retire(self, memory_id: str, expected_revision: int,
+               principal: Optional[str] = None) -> tuple[Memory, list[str]]:
+        return self._update(memory_id, expected_revision, None, None, principal, "retired",
+                            {"lifecycle_state": "stale"})
+
+    def mark_reviewed(self, memory_id: str, expected_revision: int,
+                      principal: Optional[str] = None) -> Memory:
+        with self._write():
+            current = self._load(memory_id)
+            self._cas(current, expected_revision)
+            self._bump("seq")
+            new = current.replace(needs_review=False, review_reasons=(),
+                                  revision=current.revision + 1, updated_at=self.clock())
+            self._stage(new)
+            self._event("reviewed", memory_id=memory_id, revision=new.revision, principal=principal)
+        return new
+
+    def forget(self, memory_id: str, directive: Memory, directive_vector: Any, *, encoder: Any,
+               expected_revision: Optional[int] = None) -> Memory:
+        """Erase a detail: its point (vector and payload) is deleted and a vector-less tombstone
+        point takes the id; the directive is stored as a new record (see EmbeddedStore.forget)."""
+        self.check_encoder(encoder, "write")
+        if not isinstance(directive, Memory):
+            raise TypeError("directive must be a Memory")
+        if memory_id in directive.derived_from:
+            raise ValueError("the forget directive must not be derived from the forgotten record")
+        v = self._check_vector(directive_vector)
+        with self._write():
+            current = self._load(memory_id)
+            self._cas(current, expected_revision)
+            if directive.namespace != current.namespace:
+                raise PermissionError(
+                    f"forget directive {directive.memory_id!r} must live in namespace "
+                    f"{current.namespace!r}, the forgotten record's")
+            if self._exists(directive.memory_id):
+                raise ValueError(f"memory {directive.memory_id!r} already exists")
+            old = self._raw(memory_id)
+            slot = self._bump("next_slot") - 1
+            self._bump("seq")
+            now = self.clock()
+            tomb = Memory(
+                memory_id=memory_id, namespace=current.namespace, text=None, kind=current.kind,
+                lifecycle_state="forgotten", principal=current.principal,
+                revision=current.revision + 1, created_at=current.created_at, updated_at=now,
+                forgotten_by=directive.memory_id)
+            self._stage(tomb, None, None)
+            if old is not None and old.payload.get("_slot") is not None:
+                self._mirror_set(old.payload["_slot"], None)
+            stored = directive.replace(
+                kind=FORGET_DIRECTIVE_KIND, forgets=memory_id, revision=1, created_at=now,
+                updated_at=now, superseded_in=(), needs_review=False, review_reasons=(),
+                forgotten_by=None, supersedes=())
+            self._stage(stored, slot, v)
+            self._event("forgotten", memory_id=memory_id, directive_id=stored.memory_id,
+                        revision=tomb.revision, principal=directive.principal)
+            self._event("stored", memory_id=stored.memory_id, namespace=stored.namespace, revision=1,
+                        principal=stored.principal, kind=stored.kind,
+                        derived_from=list(stored.derived_from), supersedes=[], forgets=memory_id,
+                        encoder=self.encoder_identity, slot=slot)
+            self._flag_derived(memory_id, "forgotten", now)
+        return stored
+
+
+_RECORDS = None  # set lazily (qdrant models may be missing)
+if qm is not None:
+    _RECORDS = qm.Filter(must=[qm.IsEmptyCondition(is_empty=qm.PayloadField(key="_meta"))])
+
+
+def _to_memory(payload: Mapping) -> Memory:
+    raw = {k: v for k, v in payload.items() if not k.startswith("_")}
+    return Memory.from_dict(raw)
+
+
+def _is_local(client: Any) -> bool:
+    inner = getattr(client, "_client", None)
+    return type(inner).__name__ == "QdrantLocal"
+
+
+__all__ = ["API_KEY_ENV", "QDRANT_FORMAT", "VECTOR_NAME", "QdrantStore", "point_id"]
