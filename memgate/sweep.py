@@ -181,9 +181,22 @@ class SweepRunner(RouteRunner):
     def support(self, qi: int, spec: RouteSpec) -> np.ndarray:
         key = (qi, spec)
         if key not in self._support_cache:  # run() asks again for the same (query, route)
-            pool = self.view.pools[self.view.queries[qi].query_id]
-            keep = self.inclusion(spec, pool, np.array([qi]))[0]
-            self._support_cache[key] = np.flatnonzero(keep)
+            query = self.view.queries[qi]
+            pool = self.view.pools[query.query_id]
+            # Pre-filter to what scope can keep (the namespace routes need a readable namespace;
+            # a Kleene route drops a known wrong scope), then the full rule on those only.
+            table = self._readable(query.namespaces)
+            if table is None:
+                cand = np.zeros(0, dtype=np.int64) if spec.namespace else np.arange(len(pool))
+            elif spec.namespace:
+                cand = np.flatnonzero(table[self._ns[pool]])
+            elif spec.kleene:
+                ns = self._ns[pool]
+                cand = np.flatnonzero(table[ns] | (ns < 0))
+            else:
+                cand = np.arange(len(pool))
+            keep = self.inclusion(spec, pool[cand], np.array([qi]))[0]
+            self._support_cache[key] = cand[keep]
         return self._support_cache[key]
 
     def inclusion(self, spec: RouteSpec, memories: np.ndarray, queries: np.ndarray) -> np.ndarray:
