@@ -23,7 +23,7 @@ export TRANSFORMERS_OFFLINE ?= 1
 export WANDB_MODE ?= offline
 export PYTHONHASHSEED ?= 0
 
-.PHONY: install test test-fast demo release bench lint clean actions
+.PHONY: install test test-fast demo release bench lint clean actions ablations
 
 install: $(STAMP)
 
@@ -53,6 +53,9 @@ bench: $(STAMP)
 
 actions: $(STAMP)
 	$(BIN)/python -m memgate.action_report --out reports/actions
+
+ablations: $(STAMP)
+	$(BIN)/python -m memgate.ablations --grid small
 
 lint: $(STAMP)
 	$(BIN)/ruff check memgate data_gen tests train.py evaluate.py

@@ -39,3 +39,23 @@ def test_overrides_are_typed_and_nested():
 def test_bad_values_name_the_key(override, message):
     with pytest.raises(ConfigError, match=message):
         load_config(TrainConfig, REPO_ROOT / "configs/train/default.yaml", [override])
+
+
+ABLATIONS = sorted((REPO_ROOT / "configs" / "ablations").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", ABLATIONS, ids=lambda p: p.stem)
+def test_every_ablation_overlay_composes(path: Path, tmp_path: Path):
+    from memgate.ablations import load_rows, row_config
+
+    text = path.read_text()
+    assert text.startswith("# ") and "# Run: python -m memgate.ablations" in text
+    rows = load_rows("full", [path.stem])
+    config = row_config(path.stem, rows[path.stem]["overrides"], seed=1, row_dir=tmp_path)
+    assert config.seed == 1
+
+
+def test_small_grid_has_the_twelve_rows():
+    from memgate.ablations import load_rows
+
+    assert len(load_rows("small", None)) == 12

@@ -1,0 +1,171 @@
+"""``make ablations``: one overlay per study in ``configs/ablations/``, 3 training seeds per row,
+resumable (one directory per row and seed, skipped when its results exist and its config hash
+matches), and a comparison table (markdown + JSON + plot) under ``reports/ablations/``.
+
+    python -m memgate.ablations [--grid small|full] [--only name[,name]] [--seeds 0,1,2]
+                                [--no-real]
+
+Each (row, seed) trains with the overlay's overrides and ``seed=<s>``, then evaluates the export
+on synthetic test (and, unless --no-real, LoCoMo and GateMem report parts, with the transfer
+AUC). Rows of the ``full`` grid are added to the ``small`` ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from memgate.config import REPO_ROOT, config_hash, load_config, resolve_path
+from memgate.train_config import TrainConfig
+
+ABLATIONS_DIR = REPO_ROOT / "configs" / "ablations"
+OUT_DIR = REPO_ROOT / "reports" / "ablations"
+SUMMARY_KEYS = ("pref_acc_gated", "top5_inadmissible_tv", "recall_required@20", "mrr_required",
+                "l_rc@20", "locomo_recall_required@20", "gatemem_transfer_auc",
+                "gatemem_baseline_auc", "parameters", "train_seconds")
+log = logging.getLogger(__name__)
+
+
+def load_rows(grid: str, only: list[str] | None) -> dict[str, dict]:
+    rows = {}
+    for path in sorted(ABLATIONS_DIR.glob("*.yaml")):
+        spec = yaml.safe_load(path.read_text()) or {}
+        unknown = set(spec) - {"grid", "overrides"}
+        if unknown:
+            raise ValueError(f"{path}: unknown keys {sorted(unknown)}")
+        if spec.get("grid") not in ("small", "full"):
+            raise ValueError(f"{path}: grid must be small or full")
+        if grid == "small" and spec["grid"] == "full":
+            continue
+        rows[path.stem] = {"overrides": list(spec.get("overrides") or []), "path": str(path)}
+    if only:
+        missing = set(only) - set(rows)
+        if missing:
+            raise ValueError(f"unknown ablation rows {sorted(missing)} for grid {grid!r}")
+        rows = {k: v for k, v in rows.items() if k in only}
+    return rows
+
+
+def row_config(name: str, overrides: list[str], seed: int, row_dir: Path) -> TrainConfig:
+    return load_config(TrainConfig, resolve_path("configs/train/default.yaml"), [
+        *overrides, f"seed={seed}", f"export.name={name}-seed{seed}",
+        f"export.checkpoints_dir={row_dir}", f"export.runs_dir={row_dir / 'runs'}",
+        "trainer.progress_bar=false",
+    ])
+
+
+def run_row(name: str, overrides: list[str], seed: int, real: bool) -> dict:
+    from memgate.evaluate_run import evaluate
+    from memgate.selection import locomo_guard_for
+    from memgate.train_run import train
+
+    row_dir = OUT_DIR / name / f"seed{seed}"
+    config = row_config(name, overrides, seed, row_dir)
+    digest = config_hash(config)
+    result_path = row_dir / "results.json"
+    if result_path.exists():
+        done = json.loads(result_path.read_text())
+        if done.get("config_hash") == digest:
+            log.info("skip %s seed %d (results exist, config hash matches)", name, seed)
+            return done
+    started = time.perf_counter()
+    summary = train(config, argv=["memgate.ablations", name, str(seed)], guard=locomo_guard_for(config))
+    metrics = evaluate(Path(summary["export_dir"]), resolve_path(config.data.data_dir), row_dir / "report",
+                       real_sources=("locomo", "gatemem") if real else (), n_boot=1000, seed=seed)
+    headline = metrics["headline"]
+    gated = headline["routes"].get("learned_gate", {})
+    figures = {
+        "pref_acc_gated": headline["pref_acc_gated"],
+        "pref_acc_reference": headline["pref_acc_reference"],
+        "top5_inadmissible_tv": gated.get("top5_inadmissible_tv"),
+        "recall_required@20": gated.get("recall_required@20"),
+        "mrr_required": gated.get("mrr_required"),
+        "l_rc@20": metrics["synthetic_test"].get("learned_gate", {}).get("l_rc@20", {}).get("value"),
+        "parameters": json.loads((Path(summary["export_dir"]) / "config.json").read_text())["export"]["parameters"],
+        "train_seconds": summary["seconds"]["train"],
+    }
+    if "locomo" in metrics:
+        figures["locomo_recall_required@20"] = (
+            metrics["locomo"].get("learned_gate_namespace", {}).get("recall_required@20", {}).get("value"))
+    transfer = metrics.get("transfer", {}).get("gatemem")
+    if transfer:
+        figures["gatemem_transfer_auc"] = transfer["suppression"]["pooled_auc"]["value"]
+        figures["gatemem_baseline_auc"] = transfer["one_minus_cos"]["pooled_auc"]["value"]
+    result = {"row": name, "seed": seed, "config_hash": digest, "overrides": overrides,
+              "figures": figures, "seconds": time.perf_counter() - started}
+    result_path.parent.mkdir(parents=True, exist_ok=True)
+    result_path.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+    return result
+
+
+def summarize(results: dict[str, list[dict]]) -> dict:
+    table = {}
+    for name, runs in results.items():
+        table[name] = {}
+        for key in SUMMARY_KEYS:
+            values = [r["figures"].get(key) for r in runs if r["figures"].get(key) is not None]
+            if values:
+                table[name][key] = {"mean": float(np.mean(values)), "min": float(np.min(values)),
+                                    "max": float(np.max(values)), "n_seeds": len(values)}
+    return table
+
+
+def write_outputs(table: dict) -> None:
+    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    (OUT_DIR / "ablations.json").write_text(json.dumps(table, indent=2, sort_keys=True) + "\n")
+    keys = [k for k in SUMMARY_KEYS if any(k in row for row in table.values())]
+    lines = ["# Ablations", "", "Mean over training seeds [min, max].", "",
+             "| row | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
+    for name, row in table.items():
+        cells = []
+        for key in keys:
+            cell = row.get(key)
+            cells.append("—" if cell is None else f"{cell['mean']:.3f} [{cell['min']:.3f}, {cell['max']:.3f}]")
+        lines.append(f"| `{name}` | " + " | ".join(cells) + " |")
+    (OUT_DIR / "ablations.md").write_text("\n".join(lines) + "\n")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 5))
+    for name, row in table.items():
+        if "pref_acc_gated" in row and "top5_inadmissible_tv" in row:
+            ax.scatter(row["top5_inadmissible_tv"]["mean"], row["pref_acc_gated"]["mean"])
+            ax.annotate(name, (row["top5_inadmissible_tv"]["mean"], row["pref_acc_gated"]["mean"]), fontsize=7)
+    ax.set_xlabel("top5_inadmissible_tv (learned_gate, lower is better)")
+    ax.set_ylabel("pref_acc_gated (synthetic test)")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(OUT_DIR / "ablations.png", dpi=110)
+    plt.close(fig)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--grid", choices=("small", "full"), default="small")
+    parser.add_argument("--only", default=None, help="comma-separated row names")
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--no-real", action="store_true")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    rows = load_rows(args.grid, args.only.split(",") if args.only else None)
+    seeds = [int(s) for s in args.seeds.split(",")]
+    results: dict[str, list[dict]] = {}
+    for name, spec in rows.items():
+        for seed in seeds:
+            results.setdefault(name, []).append(run_row(name, spec["overrides"], seed, not args.no_real))
+            write_outputs(summarize(results))  # the table grows as rows finish: nothing lost
+    print((OUT_DIR / "ablations.md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
