@@ -12,8 +12,9 @@ Where it differs from :class:`memgate.retriever.EmbeddedStore` (see docs/qdrant.
 
 - Qdrant has no multi-point transactions or conditional writes. A write validates everything
   (CAS on ``revision``, links, encoder, vectors) against the current points while holding this
-  process's lock, then applies all its points in one ``upsert`` call. Compare-and-set is exact
-  for writers that share one ``QdrantStore`` (local mode allows only one process per path);
+  process's lock, then applies all its points in one ``batch_update_points`` request.
+  Compare-and-set is exact for writers that share one ``QdrantStore`` (local mode allows only
+  one process per path);
   several processes writing one server collection need a single writer in front of it.
 - The audit log (optional) is appended after the Qdrant write, without an outbox.
 - ``search()`` runs the namespace restriction (and the Kleene exclusions expressible as payload
@@ -218,9 +219,13 @@ class QdrantStore:
                     points.append(self._point(memory, slot, vector))
                 points.append(qm.PointStruct(id=_META_ID, vector={},
                                              payload={"_meta": self._counters}))
-                if deletes:  # forget: the old point (vector + payload) goes, a tombstone follows
-                    self.client.delete(self.collection, qm.PointIdsList(points=deletes), wait=True)
-                self.client.upsert(self.collection, points, wait=True)
+                # one request: forget deletes the old point (vector + payload) before its
+                # tombstone is written; the metadata point (version) is the last one applied
+                ops = []
+                if deletes:
+                    ops.append(qm.DeleteOperation(delete=qm.PointIdsList(points=deletes)))
+                ops.append(qm.UpsertOperation(upsert=qm.PointsList(points=points)))
+                self.client.batch_update_points(self.collection, ops, wait=True)
                 for memory_id, (memory, slot, vector) in self._pending.items():
                     if vector is not None:
                         self._mirror_set(slot, vector)
