@@ -14,8 +14,8 @@ Where it differs from :class:`memgate.retriever.EmbeddedStore` (see docs/qdrant.
   (CAS on ``revision``, links, encoder, vectors) against the current points while holding this
   process's lock, then applies all its points in one ``batch_update_points`` request.
   Compare-and-set is exact for writers that share one ``QdrantStore`` (local mode allows only
-  one process per path);
-  several processes writing one server collection need a single writer in front of it.
+  one process per path); several processes writing one server collection need a single
+  writer in front of it.
 - The audit log (optional) is appended after the Qdrant write, without an outbox.
 - ``search()`` runs the namespace restriction (and the Kleene exclusions expressible as payload
   fields or ids) inside Qdrant's vector search as a filter. ``GatedRetriever`` also works on this
