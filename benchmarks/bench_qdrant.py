@@ -45,6 +45,12 @@ def _stats(xs: list[float]) -> dict:
     return {"median": round(float(np.median(a)), 3), "p90": round(float(np.percentile(a, 90)), 3)}
 
 
+def _timed(fn, *args, **kwargs):
+    c = time.perf_counter()
+    out = fn(*args, **kwargs)
+    return out, (time.perf_counter() - c) * 1e3
+
+
 def run(n: int = 100_000, repeats: int = 20, namespaces: int = 4, readable: int = 2,
         threads: int = 2, url: str | None = None, seed: int = 0) -> dict:
     import torch
@@ -105,11 +111,11 @@ def run(n: int = 100_000, repeats: int = 20, namespaces: int = 4, readable: int 
     for r in range(repeats + 2):  # two warm-up rounds
         q = rng.normal(size=DIM).astype(np.float32)
         q /= np.linalg.norm(q)
-        c = time.perf_counter(); exact = embedded_top(q); e_ms = (time.perf_counter() - c) * 1e3
-        c = time.perf_counter(); hits = qd.search(q, read, K); q_ms = (time.perf_counter() - c) * 1e3
-        c = time.perf_counter(); qd.search(q, read, K, exact=True); qx_ms = (time.perf_counter() - c) * 1e3
-        c = time.perf_counter(); gate_score(q, exact); g_ms = (time.perf_counter() - c) * 1e3
-        c = time.perf_counter(); gate_score(q, embedded_top(q)); eg_ms = (time.perf_counter() - c) * 1e3
+        exact, e_ms = _timed(embedded_top, q)
+        hits, q_ms = _timed(qd.search, q, read, K)
+        _, qx_ms = _timed(qd.search, q, read, K, exact=True)
+        _, g_ms = _timed(gate_score, q, exact)
+        _, eg_ms = _timed(lambda: gate_score(q, embedded_top(q)))
         c = time.perf_counter()
         gate_score(q, np.asarray([slot_of[m] for m, _ in hits], dtype=np.int64))
         qg_ms = q_ms + (time.perf_counter() - c) * 1e3  # (local search is too slow to time twice)

@@ -25,7 +25,6 @@ Where it differs from :class:`memgate.retriever.EmbeddedStore` (see docs/qdrant.
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import uuid
