@@ -243,3 +243,19 @@ def test_record_semantics_match_embedded_store(tmp_path):
     assert ea == qa
     emb.close()
     qd.close()
+
+
+def test_reopened_store_rebuilds_the_index_and_excludes_by_id(tmp_path):
+    store = QdrantStore("mem", IDENT, path=tmp_path / "qd")
+    vecs = populate([store], n=30, seed=5)
+    r = GatedRetriever(store, FakeEncoder(), config=RetrieverConfig(acl=ACL))
+    before = r.retrieve("anything", QueryContext(query_id="a", text="", principal="team"), k=10)
+    store.close()
+    store = QdrantStore("mem", path=tmp_path / "qd")  # the vector mirror is rebuilt from the points
+    r = GatedRetriever(store, FakeEncoder(), config=RetrieverConfig(acl=ACL))
+    after = r.retrieve("anything", QueryContext(query_id="b", text="", principal="team"), k=10)
+    assert before.ids == after.ids
+    top = store.search(vecs[0], ["alice"], 3)
+    assert top[0][0] == "m000"
+    assert "m000" not in [h[0] for h in store.search(vecs[0], ["alice"], 3, exclude_ids=["m000"])]
+    store.close()
