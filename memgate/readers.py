@@ -286,3 +286,65 @@ def write_rows(path: Path, rows: Sequence[dict]) -> None:
     from memgate.records import write_jsonl
 
     write_jsonl(Path(path), rows)
+
+
+def build_reader(backend: str, config_path: Optional[str] = None, **kwargs) -> Reader:
+    """A reader over a verifier backend's config (``configs/verifier/<backend>.yaml``)."""
+    from memgate.verifiers.factory import load_config
+
+    cfg = load_config(backend, config_path)
+    cfg.pop("backend", None)
+    if backend == "openai":
+        return OpenAIReader(**cfg, **kwargs)
+    if backend == "local":
+        cfg.pop("batch_size", None)
+        return LocalReader(**cfg, **kwargs)
+    if backend == "finetuned":
+        from memgate.verifiers.factory import build_verifier
+
+        verifier = build_verifier("finetuned", {"backend": "finetuned", **cfg})
+        if isinstance(verifier, str):
+            raise ValueError(f"finetuned reader: {verifier}")
+        return LocalReader(verifier=verifier, **kwargs)
+    raise ValueError(f"unknown reader backend {backend!r}")
+
+
+def main(argv=None) -> int:
+    """python -m memgate.readers --backend local [--limit N] [--out DIR]: paired-exposure scenarios."""
+    import argparse
+    import json
+    import os
+    import time
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--backend", required=True, choices=("local", "openai", "finetuned"))
+    parser.add_argument("--config", default=None, help="default configs/verifier/<backend>.yaml")
+    parser.add_argument("--scenarios", default=None, help="default configs/verifier/reader_scenarios.yaml")
+    parser.add_argument("--limit", type=int, default=None, help="first N scenarios only (recorded)")
+    parser.add_argument("--max-new-tokens", type=int, default=64, help="local readers")
+    parser.add_argument("--out", default=None, help="default reports/readers-<backend>")
+    parser.add_argument("--n-boot", type=int, default=10_000)
+    args = parser.parse_args(argv)
+    kwargs = {"max_new_tokens": args.max_new_tokens} if args.backend != "openai" else {}
+    reader = build_reader(args.backend, args.config, **kwargs)
+    scenarios = load_scenarios(args.scenarios)[: args.limit]
+    start = time.perf_counter()
+    rows = run_scenarios(reader, scenarios)
+    seconds = time.perf_counter() - start
+    out = resolve_path(args.out or f"reports/readers-{args.backend}")
+    out.mkdir(parents=True, exist_ok=True)
+    write_rows(out / "reader_rows.jsonl", rows)
+    effects = cell_effects(rows, n_boot=args.n_boot)
+    summary = {"backend": args.backend, "n_scenarios": len(scenarios), "effects": effects,
+               "ledger": reader.ledger.to_dict(), "seconds": round(seconds, 1)}
+    (out / "readers.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
+    print(json.dumps(summary["effects"], indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())

@@ -205,3 +205,20 @@ def test_study_end_to_end_with_a_scripted_verifier():
     v_drop = block["routes"]["text_verifier_scripted"]["exposure_policy@20"]["value"]
     v_dense = block["routes"]["global_dense"]["exposure_policy@20"]["value"]
     assert v_drop <= v_dense
+
+
+@pytest.mark.slow
+def test_auc_and_average_precision_match_sklearn_with_ties():
+    from sklearn.metrics import average_precision_score, roc_auc_score
+
+    from memgate.verifiers.study import average_precision
+
+    rng = np.random.default_rng(0)
+    for _ in range(100):
+        n = int(rng.integers(2, 40))
+        y = rng.integers(0, 2, n).astype(bool)
+        s = rng.integers(0, 5, n) / 4  # many ties
+        if y.all() or not y.any():
+            continue
+        assert roc_auc(y, s) == pytest.approx(roc_auc_score(y, s), abs=1e-12)
+        assert average_precision(y, s) == pytest.approx(average_precision_score(y, s), abs=1e-12)

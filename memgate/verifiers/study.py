@@ -200,25 +200,37 @@ def calibrate_verifier(pairs: ScoredPairs, data_hash: Optional[str], max_anchor_
 
 # --------------------------------------------------------------------------- figures
 
+def _average_ranks(s: np.ndarray) -> np.ndarray:
+    """1-based ranks with ties sharing their average rank."""
+    _, inverse, counts = np.unique(s, return_inverse=True, return_counts=True)
+    ends = np.cumsum(counts)
+    return (ends - (counts - 1) / 2.0)[inverse]
+
+
 def roc_auc(y: np.ndarray, s: np.ndarray) -> Optional[float]:
     """Mann-Whitney AUC with average ranks for ties (None with one class)."""
     y = np.asarray(y, dtype=bool)
     n1, n0 = int(y.sum()), int((~y).sum())
     if n1 == 0 or n0 == 0:
         return None
-    from scipy.stats import rankdata
-
-    ranks = rankdata(s)
+    ranks = _average_ranks(np.asarray(s, dtype=np.float64))
     return float((ranks[y].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
 
 
 def average_precision(y: np.ndarray, s: np.ndarray) -> Optional[float]:
+    """PR-AUC as average precision (sklearn's definition: one step per distinct score)."""
     y = np.asarray(y, dtype=bool)
     if y.sum() == 0:
         return None
-    from sklearn.metrics import average_precision_score
-
-    return float(average_precision_score(y, s))
+    s = np.asarray(s, dtype=np.float64)
+    order = np.argsort(-s, kind="stable")
+    s_sorted, y_sorted = s[order], y[order]
+    last = np.r_[s_sorted[1:] != s_sorted[:-1], True]
+    tp = np.cumsum(y_sorted)[last]
+    fp = np.cumsum(~y_sorted)[last]
+    recall = tp / y.sum()
+    precision = tp / (tp + fp)
+    return float(np.sum(np.diff(np.r_[0.0, recall]) * precision))
 
 
 def ece(y: np.ndarray, p: np.ndarray, bins: int = 10) -> Optional[float]:
