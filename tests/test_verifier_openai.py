@@ -100,6 +100,7 @@ def test_ledger_counts_tokens_and_cost(tmp_path):
     ("rate_limited_then_ok", 2, 1),
     ("server_errors_then_ok", 3, 2),
     ("transport_error_then_ok", 2, 1),
+    ("timeout_then_ok", 2, 1),
 ])
 def test_retries_on_429_5xx_and_transport_errors(tmp_path, scenario, requests, retries):
     seen, sleeps = [], []

@@ -232,7 +232,8 @@ def replay_transport(records: list[dict], seen: Optional[list] = None) -> httpx.
             raise AssertionError("replay_transport: more requests than recorded responses")
         record = queue.pop(0)
         if record.get("transport_error"):
-            raise httpx.ConnectError(record["transport_error"], request=request)
+            kind = httpx.ReadTimeout if record.get("kind") == "timeout" else httpx.ConnectError
+            raise kind(record["transport_error"], request=request)
         body = record["body"]
         if isinstance(body, str):
             return httpx.Response(record["status"], text=body, headers=record.get("headers", {}))
