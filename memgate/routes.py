@@ -242,7 +242,11 @@ class RouteRunner:
         """Cosine of query qi against its pool (vectors are unit-normalised upstream)."""
         if qi not in self._cos_cache:
             pool = self.view.pools[self.view.queries[qi].query_id]
-            self._cos_cache[qi] = self.M[pool] @ self.Q[qi]
+            if len(pool) == len(self.M) and pool[0] == 0 and pool[-1] == len(self.M) - 1 \
+                    and np.all(np.diff(pool) == 1):
+                self._cos_cache[qi] = self.M @ self.Q[qi]  # the whole store: no gather copy
+            else:
+                self._cos_cache[qi] = self.M[pool] @ self.Q[qi]
         return self._cos_cache[qi]
 
     def support(self, qi: int, spec: RouteSpec) -> np.ndarray:
