@@ -160,9 +160,13 @@ def score_heads(scorer: VerifierRouteScorer, source: EvalSource, memory_vectors:
     """Score every query's route head (the cosine top depth) and collect the labels."""
     rank = ids_rank_of(source)
     rows, admissible, required, explicit, tv, mv = [], [], [], [], [], []
+    start = time.perf_counter()
     for qi, query in enumerate(source.queries):
         head = scorer.head(qi, memory_vectors, query_vectors, rank)
         p = scorer.scores(qi, head)
+        if (qi + 1) % 8 == 0 or qi + 1 == len(source.queries):
+            log.info("%s %s: %d/%d queries scored (%.0f s)", scorer.verifier.backend, source.name, qi + 1,
+                     len(source.queries), time.perf_counter() - start)
         for m, row in zip(head, p):
             mid = source.memories[int(m)].memory_id
             label = source.label(query.query_id, mid)
@@ -481,3 +485,73 @@ def write_verifier_report(path, block: dict, timing: dict) -> None:
     from pathlib import Path
 
     Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def main(argv=None) -> int:
+    """Run only the verifier study (no full evaluation): the hashed subsample, calibration, the
+    verifier routes and every other requested route on the same subsample.
+
+    python -m memgate.verifiers.study --verifier local [--dev 96] [--test 288] [--depth 30]
+        [--checkpoint checkpoints/memgate-minilm-l6] [--data data/default] [--out DIR]
+    """
+    import argparse
+    import json
+    import os
+    from pathlib import Path
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    parser = argparse.ArgumentParser(description=main.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--verifier", required=True, help="comma-separated backends")
+    parser.add_argument("--dev", type=int, default=DEFAULT_DEV)
+    parser.add_argument("--test", type=int, default=DEFAULT_TEST)
+    parser.add_argument("--depth", type=int, default=DEFAULT_DEPTH)
+    parser.add_argument("--checkpoint", default="checkpoints/memgate-minilm-l6")
+    parser.add_argument("--data", default="data/default")
+    parser.add_argument("--routes", default=None, help="other routes on the subsample (default: core routes)")
+    parser.add_argument("--config", action="append", default=[], metavar="BACKEND=FILE")
+    parser.add_argument("--n-boot", type=int, default=10_000)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--out", default=None, help="default reports/verifiers-<backends>")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+
+    import torch
+
+    from memgate.config import resolve_path
+    from memgate.evaluate_run import CORE_ROUTES, encoder_for_gate, fit_embed_classifier, prepare
+    from memgate.evaluation import EvalSettings
+    from memgate.export import write_json
+    from memgate.gate import MemGate
+    from memgate.synthetic import load_split
+
+    torch.set_num_threads(args.threads)
+    backends = tuple(args.verifier.split(","))
+    routes = tuple(args.routes.split(",")) if args.routes else CORE_ROUTES
+    data_dir = resolve_path(args.data)
+    gate = MemGate.from_pretrained(resolve_path(args.checkpoint))
+    gate.eval()
+    encoder = encoder_for_gate(gate)
+    threshold = (gate.export_info.get("calibration") or {}).get("threshold", math.inf)
+    settings = EvalSettings(routes=list(routes), n_boot=args.n_boot,
+                            drop_threshold=None if "calibration" not in gate.export_info
+                            else (math.inf if threshold is None else float(threshold)))
+    if any(r.startswith("embed_classifier") for r in routes):
+        settings.classifier, calibration = fit_embed_classifier(data_dir, encoder, 0)
+        settings.classifier_threshold = calibration.threshold if calibration else None
+    test = prepare(load_split(data_dir, "test"), encoder)
+    out = resolve_path(args.out or f"reports/verifiers-{'-'.join(backends)}")
+    out.mkdir(parents=True, exist_ok=True)
+    options = {"dev": args.dev, "test": args.test, "depth": args.depth,
+               "configs": dict(c.split("=", 1) for c in args.config)}
+    block, timing = run_from_evaluate(backends, options, [test], data_dir, encoder, settings, gate, routes, out)
+    (Path(out) / "verifiers.json").write_text(json.dumps(block, indent=1, sort_keys=True) + "\n")
+    write_json(Path(out) / "verifier_timings.json", timing)
+    print((Path(out) / "verifiers.md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())
