@@ -222,3 +222,41 @@ def test_auc_and_average_precision_match_sklearn_with_ties():
             continue
         assert roc_auc(y, s) == pytest.approx(roc_auc_score(y, s), abs=1e-12)
         assert average_precision(y, s) == pytest.approx(average_precision_score(y, s), abs=1e-12)
+
+
+def test_evaluate_hook_writes_the_verifier_report(tmp_path, monkeypatch):
+    """run_from_evaluate (the evaluate.py --verifier hook): dev split read from the data
+    directory, the synthetic test source from the prepared list, verifiers.md written."""
+    import json
+
+    from memgate.records import write_jsonl
+    from memgate.verifiers import factory, study
+
+    dev = tiny_source("dev", n_groups=3, seed=3).source
+    split = tmp_path / "data" / "dev"
+    write_jsonl(split / "memories.jsonl", [m.to_dict() for m in dev.memories])
+    write_jsonl(split / "queries.jsonl", [q.to_dict() for q in dev.queries])
+    write_jsonl(split / "labels.jsonl", [lab.to_dict() for labels in dev.labels.values() for lab in labels.values()])
+    (tmp_path / "data" / "meta.json").write_text(json.dumps({"data_hash": "tiny-hash", "policy_rules": {"ok": {}}}))
+
+    class FakeEncoder:
+        def encode(self, texts, desc=""):
+            rng = np.random.default_rng(len(texts))
+            v = rng.normal(size=(len(texts), 8)).astype(np.float32)
+            return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+    monkeypatch.setattr(factory, "load_config", lambda backend, path=None: {"backend": backend})
+    monkeypatch.setattr(factory, "build_verifier", lambda backend, config: Scripted())
+    test = tiny_source("synthetic_test", n_groups=4, seed=4)
+    settings = EvalSettings(routes=["global_dense"], n_boot=50)
+    block, timing = study.run_from_evaluate(["scripted"], {"dev": 5, "test": 7, "depth": 9}, [test],
+                                            tmp_path / "data", FakeEncoder(), settings, None,
+                                            ["global_dense"], tmp_path)
+    assert block["subsample"]["dev_queries"] == 5 and block["subsample"]["test_queries"] == 7
+    assert block["backends"]["scripted"]["calibration"]["p_inadmissible"]["data_hash"] == "tiny-hash"
+    report = (tmp_path / "verifiers.md").read_text()
+    assert "**5 dev**" in report and "**7 test**" in report and "`text_verifier_scripted_abstain`" in report
+    assert "latency_per_query_s" in timing["scripted"] and "ledger" in timing["scripted"]
+    # without synthetic data (a cases file) the study is skipped with a reason
+    skipped, _ = study.run_from_evaluate(["scripted"], {}, [], None, FakeEncoder(), settings, None, [], tmp_path)
+    assert "skipped" in skipped
