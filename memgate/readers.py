@@ -68,11 +68,20 @@ def find_markers(answer: str, markers: Sequence[str]) -> list[str]:
     return found
 
 
+def _compile(pattern: str) -> re.Pattern:
+    """Case-insensitive regex; a pattern that does not compile is matched literally (as GateMem's
+    own matcher does)."""
+    try:
+        return re.compile(pattern, re.IGNORECASE)
+    except re.error:
+        return re.compile(re.escape(pattern), re.IGNORECASE)
+
+
 def find_patterns(answer: str, patterns: Sequence[str]) -> list[str]:
-    """The protected-target regexes (case-insensitive) that match the NFKC-normalised answer."""
+    """The protected-target regexes (case-insensitive) that match the answer, raw or
+    NFKC-normalised (so full-width or zero-width-split targets are found too)."""
     norm = normalize(answer)
-    return [p for p in patterns if re.search(p, norm, flags=re.IGNORECASE)
-            or re.search(p, answer, flags=re.IGNORECASE)]
+    return [p for p in patterns if _compile(p).search(norm) or _compile(p).search(answer)]
 
 
 # --------------------------------------------------------------------------- readers
@@ -282,6 +291,47 @@ def gatemem_disclosure(reader: Reader, source, rankings: dict, k: int = 20,
     return out
 
 
+def gatemem_reader_study(reader: Reader, routes: Sequence[str] = ("global_dense", "namespace_dense",
+                                                                  "kleene_gate", "learned_gate"),
+                         checkpoint: Optional[str] = "checkpoints/memgate-minilm-l6", k: int = 20,
+                         limit: Optional[int] = 24, root: Optional[str] = None, n_boot: int = 1000) -> dict:
+    """GateMem report episodes: each route ranks (under the protocol's rules), the reader answers
+    privacy and safety checkpoints from the route's top k, and the checkpoint's protected targets
+    (``leak_targets`` and ``judge_spec.not_include`` regexes) are scanned in the answer. ``limit``
+    keeps a hashed subsample of those checkpoints (recorded)."""
+    from memgate.encoder import Encoder, EncoderConfig
+    from memgate.evaluate_run import build_real_source, encoder_for_gate, prepare
+    from memgate.evaluation import EvalSettings, run_source
+    from memgate.real_data.gatemem import protected_patterns, read_gatemem
+    from memgate.real_data.paths import real_data_root
+    from memgate.verifiers.study import hashed_subsample, ids_digest, subsample_source
+
+    source = build_real_source("gatemem", root)
+    if source is None:
+        return {"skipped": "GateMem data not found"}
+    patterns = {c["checkpoint_id"]: protected_patterns(c)
+                for ep in read_gatemem(real_data_root(root), part="report", purpose="evaluation")
+                for c in ep.checkpoints}
+    wanted = [q.query_id for q in source.queries
+              if source.query_meta.get(q.query_id, {}).get("query_type") in ("privacy", "safety")
+              and patterns.get(q.query_id)]
+    chosen = hashed_subsample(wanted, limit) if limit else wanted
+    sub, _ = subsample_source(source, chosen)
+    gate = None
+    if checkpoint is not None and (resolve_path(checkpoint) / "config.json").exists():
+        from memgate.gate import MemGate
+
+        gate = MemGate.from_pretrained(resolve_path(checkpoint))
+        gate.eval()
+        encoder = encoder_for_gate(gate)
+    else:
+        encoder = Encoder(EncoderConfig(), repo_root=resolve_path("."))
+    result = run_source(prepare(sub, encoder), EvalSettings(routes=list(routes), n_boot=n_boot), gate)
+    rates = gatemem_disclosure(reader, sub, result.rankings, k=k, patterns_of=patterns)
+    return {"checkpoints": len(chosen), "eligible": len(wanted), "ids_sha256": ids_digest(chosen), "k": k,
+            "routes": rates, "skipped_routes": result.skipped}
+
+
 def write_rows(path: Path, rows: Sequence[dict]) -> None:
     from memgate.records import write_jsonl
 
@@ -326,6 +376,8 @@ def main(argv=None) -> int:
     parser.add_argument("--max-new-tokens", type=int, default=64, help="local readers")
     parser.add_argument("--out", default=None, help="default reports/readers-<backend>")
     parser.add_argument("--n-boot", type=int, default=10_000)
+    parser.add_argument("--gatemem", type=int, default=0, metavar="N",
+                        help="also answer N hashed GateMem privacy/safety report checkpoints per route")
     args = parser.parse_args(argv)
     kwargs = {"max_new_tokens": args.max_new_tokens} if args.backend != "openai" else {}
     reader = build_reader(args.backend, args.config, **kwargs)
@@ -336,9 +388,13 @@ def main(argv=None) -> int:
     out = resolve_path(args.out or f"reports/readers-{args.backend}")
     out.mkdir(parents=True, exist_ok=True)
     write_rows(out / "reader_rows.jsonl", rows)
-    effects = cell_effects(rows, n_boot=args.n_boot)
+    effects = cell_effects(rows, n_boot=args.n_boot) if rows else None
     summary = {"backend": args.backend, "n_scenarios": len(scenarios), "effects": effects,
                "ledger": reader.ledger.to_dict(), "seconds": round(seconds, 1)}
+    if args.gatemem:
+        start = time.perf_counter()
+        summary["gatemem"] = gatemem_reader_study(reader, limit=args.gatemem)
+        summary["gatemem_seconds"] = round(time.perf_counter() - start, 1)
     (out / "readers.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
     print(json.dumps(summary["effects"], indent=1))
     return 0

@@ -50,6 +50,8 @@ def test_normalize_and_patterns():
     assert normalize("  Ｃａｆé\u200b  au\n lait ") == "café au lait"
     assert find_patterns("Her diagnosis: ＨＩＶ positive", [r"hiv\s+positive"]) == [r"hiv\s+positive"]
     assert find_patterns("nothing here", [r"hiv"]) == []
+    # a target that is not a valid regex is matched literally (GateMem's own rule)
+    assert find_patterns("the code is (A1+", ["(A1+"]) == ["(A1+"]
 
 
 def test_reader_sees_only_the_request_and_memory_texts():
