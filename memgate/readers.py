@@ -126,6 +126,22 @@ class LocalReader(Reader):
         self.max_new_tokens = max_new_tokens
 
     def _answer(self, messages: list[dict]) -> str:
+        key = None
+        if getattr(self.lm, "cache", None) is not None:  # the local backend's disk cache
+            from memgate.verifiers.prompts import prompt_hash
+
+            key = prompt_hash(self.lm.fingerprint, {"messages": messages, "max_new_tokens": self.max_new_tokens,
+                                                    "greedy": True})
+            hit = self.lm.cache.get("reader", key)
+            if hit is not None:
+                self.ledger.cache_hits += 1
+                return hit["content"]
+        content = self._generate(messages)
+        if key is not None:
+            self.lm.cache.put("reader", key, {"content": content})
+        return content
+
+    def _generate(self, messages: list[dict]) -> str:
         import torch
 
         tok = self.lm.tokenizer

@@ -54,6 +54,18 @@ def test_prefix_cache_equals_full_forward(tiny):
     np.testing.assert_allclose(alone, a[2], atol=1e-5)
 
 
+def test_score_cache_prevents_a_second_forward_pass(tiny, tmp_path):
+    cached = LocalVerifier(model="tiny-llama", model_obj=tiny.model, tokenizer_obj=tiny.tokenizer,
+                           score_cache=True, cache_dir=tmp_path)
+    first = cached.verify("q text", ["m one", "m two"])
+    assert cached.ledger.calls == 1 and cached.ledger.cache_hits == 0
+    again = cached.verify("q text", ["m two", "m one", "m three"])  # one new candidate
+    assert cached.ledger.calls == 2 and cached.ledger.cache_hits == 2
+    assert again[0] == first[1] and again[1] == first[0]
+    cached.verify("q text", ["m one"])
+    assert cached.ledger.calls == 2 and cached.ledger.cache_hits == 3
+
+
 def test_prompt_holds_only_the_two_texts(tiny):
     before, after = tiny.prompt_parts("QUERY-TEXT")
     assert RULES in before and "QUERY-TEXT" in before
@@ -73,7 +85,7 @@ def test_bundled_gguf_is_found_without_importing_the_package():
 def test_bundled_smollm2_scores_a_real_two_candidate_prompt_on_cpu():
     """Q4_1 dequantizes through the gguf package (cached once under .cache/verifier)."""
     torch.set_num_threads(2)
-    verifier = LocalVerifier(device="cpu")
+    verifier = LocalVerifier(device="cpu", score_cache=False)
     assert "SmolLM2-135M-Instruct.Q4_1.gguf" in verifier.model_id
     query = "Draft a marketing email to our customers about the new trail shoes."
     memories = ["Joaquin bought trail shoes from us in March and opted in to our newsletter.",

@@ -33,7 +33,7 @@ import numpy as np
 
 from memgate.config import resolve_path
 from memgate.verifiers.base import LABELS, CandidateVerdict, Verifier, VerifierInput
-from memgate.verifiers.prompts import LOCAL_ANSWER_WORDS, LOCAL_SUFFIX, RULES, local_user_prefix
+from memgate.verifiers.prompts import LOCAL_ANSWER_WORDS, LOCAL_SUFFIX, RULES, local_user_prefix, prompt_hash
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +100,19 @@ def dequantized_dir(gguf_path: Path, cache_dir: Path) -> Path:
     return target
 
 
+def weights_fingerprint(model) -> str:
+    """A content fingerprint of a model's weights (per-tensor sums and sums of squares), so a
+    score cache never outlives a retrained model in the same directory."""
+    import torch
+
+    digest = hashlib.sha256()
+    with torch.no_grad():
+        for name, tensor in sorted(model.state_dict().items()):
+            t = tensor.detach().double()
+            digest.update(f"{name}:{tuple(t.shape)}:{t.sum().item():.10e}:{(t * t).sum().item():.10e}".encode())
+    return digest.hexdigest()
+
+
 def answer_token_ids(tokenizer) -> dict[str, list[int]]:
     """label -> the token ids of its one-token answer variants (distinct across labels)."""
     out: dict[str, list[int]] = {}
@@ -135,6 +148,7 @@ class LocalVerifier(Verifier):
         max_bytes: int = 2048,
         cache_dir: str | os.PathLike = DEFAULT_CACHE_DIR,
         prefix_cache: bool = True,
+        score_cache: Optional[bool] = None,
         model_obj=None,
         tokenizer_obj=None,
     ):
@@ -164,6 +178,14 @@ class LocalVerifier(Verifier):
             self.model = AutoModelForCausalLM.from_pretrained(model, dtype=getattr(torch, dtype), **kwargs)
         self.model.to(self.device)
         self.model.eval()
+        # Scores cached on disk by (weights fingerprint, prompt hash): a rerun, or a run resumed
+        # after an interruption, costs nothing. Default: on, except for in-memory models.
+        self.cache = None
+        if score_cache if score_cache is not None else model_obj is None:
+            from memgate.verifiers.openai_backend import DiskCache
+
+            self.fingerprint = weights_fingerprint(self.model)
+            self.cache = DiskCache(resolve_path(str(cache_dir)) / "scores")
         self.answer_ids = answer_token_ids(self.tokenizer)
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else (self.tokenizer.eos_token_id or 0)
@@ -270,10 +292,33 @@ class LocalVerifier(Verifier):
         return out.logits[torch.arange(len(rows), device=out.logits.device), column]
 
     def _verify(self, request: VerifierInput) -> list[CandidateVerdict]:
-        prefix, suffixes = self.encode(request.query, request.candidates)
-        probs, mass = self.score_ids(prefix, suffixes)
-        self.ledger.calls += 1
-        self.ledger.prompt_tokens += (len(prefix) if self.prefix_cache else len(prefix) * len(suffixes)) + sum(map(len, suffixes))
+        n = len(request.candidates)
+        probs = np.zeros((n, 3))
+        mass = np.zeros(n)
+        keys: list = [None] * n
+        todo = list(range(n))
+        if self.cache is not None:
+            todo = []
+            for i, memory in enumerate(request.candidates):
+                keys[i] = prompt_hash(self.fingerprint, {"query": request.query, "memory": memory,
+                                                         "answers": self.answer_ids})
+                hit = self.cache.get("local", keys[i])
+                if hit is None:
+                    todo.append(i)
+                else:
+                    probs[i], mass[i] = hit["probs"], hit["answer_mass"]
+                    self.ledger.cache_hits += 1
+        if todo:
+            prefix, suffixes = self.encode(request.query, [request.candidates[i] for i in todo])
+            p, m = self.score_ids(prefix, suffixes)
+            probs[todo], mass[todo] = p, m
+            self.ledger.calls += 1
+            self.ledger.prompt_tokens += ((len(prefix) if self.prefix_cache else len(prefix) * len(suffixes))
+                                          + sum(map(len, suffixes)))
+            if self.cache is not None:
+                for j, i in enumerate(todo):
+                    self.cache.put("local", keys[i], {"probs": [float(x) for x in p[j]],
+                                                      "answer_mass": float(m[j])})
         self.last_answer_mass = mass.tolist()
         out = []
         for row in probs:
