@@ -44,10 +44,12 @@ def ensure_data(config: TrainConfig) -> Path:
         return data_dir
     if not config.data.regenerate_if_missing:
         raise FileNotFoundError(f"{data_dir} has no meta.json and data.regenerate_if_missing=false")
-    from memgate.datagen_cli import generate
+    from memgate.datagen_cli import generate, mine
 
     log.info("generating %s from %s", data_dir, config.data.data_config)
     generate(resolve_path(config.data.data_config), data_dir)
+    if config.data.use_mined:
+        mine(data_dir)  # mined and real-phrasing triples, as make release / make demo train on
     return data_dir
 
 
