@@ -100,3 +100,15 @@ def test_bundled_smollm2_scores_a_real_two_candidate_prompt_on_cpu():
     again = verifier.verify(query, memories)
     assert [v.probs for v in again] == [v.probs for v in out]
     assert verifier.ledger.calls == 2 and verifier.ledger.prompt_tokens > 0
+
+
+def test_local_reader_generates_and_caches(tiny, tmp_path):
+    from memgate.readers import LocalReader
+
+    lm = LocalVerifier(model="tiny-llama", model_obj=tiny.model, tokenizer_obj=tiny.tokenizer,
+                       score_cache=True, cache_dir=tmp_path)
+    reader = LocalReader(verifier=lm, max_new_tokens=4)
+    a = reader.answer("What is my booking code?", ["Booking code MGA5-6787."])
+    assert isinstance(a, str) and reader.ledger.calls == 1 and reader.ledger.completion_tokens <= 4
+    b = reader.answer("What is my booking code?", ["Booking code MGA5-6787."])
+    assert a == b and reader.ledger.calls == 1 and reader.ledger.cache_hits == 1
