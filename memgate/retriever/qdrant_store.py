@@ -36,22 +36,16 @@ from typing import Any, Optional
 
 import numpy as np
 
-from memgate.admissibility import SupersessionScope
-from memgate.retriever.audit import AuditLog, make_event, utc_now
-from memgate.retriever.schema import (
-    CONTENT_FIELDS,
-    FORGET_DIRECTIVE_KIND,
-    UPDATABLE_FIELDS,
-    Applicability,
-    EncoderMismatchError,
-    ForgottenMemoryError,
-    Memory,
-    StaleRevisionError,
-    SupersededIn,
-    UnknownMemoryError,
-    scope_to_dict,
+from memgate.retriever.audit import AuditLog, utc_now
+from memgate.retriever.schema import Memory, UnknownMemoryError
+from memgate.retriever.semantics import (
+    ENCODER_KEYS,
+    IndexEntry,
+    RecordSemantics,
+    index_entry,
+    normalize_identity,
 )
-from memgate.retriever.store import ENCODER_KEYS, IndexEntry, normalize_identity
+from memgate.retriever.support import check_k, readable_namespace_list
 
 try:  # optional dependency
     from qdrant_client import QdrantClient
@@ -72,7 +66,7 @@ def point_id(memory_id: str) -> str:
     return str(uuid.uuid5(_ID_NS, memory_id))
 
 
-class QdrantStore:
+class QdrantStore(RecordSemantics):
     """Records and vectors in one Qdrant collection.
 
     ``QdrantStore(collection, encoder_identity, path=...)`` opens local mode on disk (no server),
@@ -168,36 +162,8 @@ class QdrantStore:
     def flush_outbox(self) -> None:
         """No outbox: audit events are appended right after each write."""
 
-    def check_encoder(self, identity: Any, action: str = "use") -> None:
-        """Raise :class:`EncoderMismatchError` unless ``identity`` is the store's encoder."""
-        try:
-            given = normalize_identity(identity)
-        except (TypeError, ValueError) as exc:
-            raise EncoderMismatchError(f"cannot {action}: {exc}") from None
-        clashes = [k for k in ENCODER_KEYS if given[k] != self.encoder_identity[k]]
-        if clashes:
-            raise EncoderMismatchError(
-                f"cannot {action} with encoder {given!r}: the Qdrant collection {self.collection!r} "
-                f"was built with encoder {self.encoder_identity!r} (differs on {clashes}); re-embed "
-                "into a new collection or use the store's encoder")
-
-    def _check_vector(self, vector: Any) -> np.ndarray:
-        if hasattr(vector, "detach"):
-            vector = vector.detach().cpu().numpy()
-        v = np.asarray(vector)
-        if not np.issubdtype(v.dtype, np.floating):
-            raise TypeError(f"vector must be a float array, got dtype {v.dtype}")
-        v = v.astype(np.float32)
-        if v.ndim == 2 and v.shape[0] == 1:
-            v = v[0]
-        if v.shape != (self.dim,):
-            raise ValueError(f"vector has shape {v.shape}, the store's encoder has dim {self.dim}")
-        if not np.isfinite(v).all():
-            raise ValueError("vector contains NaN or inf")
-        norm = float(np.linalg.norm(v))
-        if norm < 1e-8:
-            raise ValueError("vector is zero; it has no direction to rank by")
-        return (v / norm).astype(np.float32)
+    def _describe(self) -> str:
+        return f"the Qdrant collection {self.collection!r}"
 
     # -- the staged write ---------------------------------------------------------------------
 
@@ -207,6 +173,7 @@ class QdrantStore:
         with self._lock:
             meta = self._meta()
             self._pending = {}
+            self._dead_slots: list[int] = []
             self._events: list[dict] = []
             self._counters = dict(meta)
             try:
@@ -225,6 +192,8 @@ class QdrantStore:
                     ops.append(qm.DeleteOperation(delete=qm.PointIdsList(points=deletes)))
                 ops.append(qm.UpsertOperation(upsert=qm.PointsList(points=points)))
                 self.client.batch_update_points(self.collection, ops, wait=True)
+                for slot in self._dead_slots:  # replaced or forgotten vectors
+                    self._mirror_set(slot, None)
                 for memory_id, (memory, slot, vector) in self._pending.items():
                     if vector is not None:
                         self._mirror_set(slot, vector)
@@ -240,10 +209,6 @@ class QdrantStore:
     def _bump(self, key: str) -> int:
         self._counters[key] = int(self._counters[key]) + 1
         return self._counters[key]
-
-    def _event(self, event_type: str, /, **payload: Any) -> None:
-        if self.audit is not None:
-            self._events.append(make_event(event_type, clock=self.clock, **payload))
 
     def _point(self, memory: Memory, slot: Optional[int], vector: Optional[np.ndarray]):
         payload = memory.to_dict()
@@ -281,18 +246,6 @@ class QdrantStore:
         if self._pending is not None and memory_id in self._pending:
             return True
         return bool(self.client.retrieve(self.collection, [point_id(memory_id)], with_payload=False))
-
-    def _cas(self, memory: Memory, expected_revision: Optional[int]) -> None:
-        if memory.forgotten:
-            raise ForgottenMemoryError(
-                f"memory {memory.memory_id!r} was forgotten (directive {memory.forgotten_by!r}); "
-                "it cannot be changed")
-        if expected_revision is None:
-            return
-        if type(expected_revision) is not int:
-            raise TypeError(f"expected_revision must be an int, got {expected_revision!r}")
-        if memory.revision != expected_revision:
-            raise StaleRevisionError(memory.memory_id, expected_revision, memory.revision)
 
     def _children(self, parent: str) -> list[str]:
         out = {mid for mid, (m, _, _) in self._pending.items() if parent in m.derived_from}
@@ -374,21 +327,13 @@ class QdrantStore:
         entries = []
         for p in sorted(points, key=lambda p: (p.payload["_seq"], p.payload["memory_id"])):
             raw = p.payload
-            slot = raw.get("_slot")
-            alive = raw["lifecycle_state"] != "forgotten" and slot is not None
-            if alive:
+            entry = index_entry(raw, memory_id=raw["memory_id"], namespace=raw["namespace"],
+                                slot=raw.get("_slot"), lifecycle_state=raw["lifecycle_state"],
+                                seq=raw["_seq"])
+            if entry.alive:
                 with self._lock:
-                    self._mirror_set(slot, np.asarray(p.vector[VECTOR_NAME], dtype=np.float32))
-            entries.append(IndexEntry(
-                memory_id=raw["memory_id"], namespace=raw["namespace"], slot=slot, alive=alive,
-                lifecycle_state=raw["lifecycle_state"],
-                superseded_in=tuple(
-                    SupersededIn(s["by"], None if s["scope"] is None else SupersessionScope(**s["scope"]))
-                    for s in raw.get("superseded_in") or ()),
-                applicability=Applicability.from_dict(raw.get("applicability")),
-                policy_tags=None if raw.get("policy_tags") is None else tuple(raw["policy_tags"]),
-                seq=raw["_seq"],
-            ))
+                    self._mirror_set(entry.slot, np.asarray(p.vector[VECTOR_NAME], dtype=np.float32))
+            entries.append(entry)
         return version, entries
 
     def namespace_of(self, memory_id: str) -> Optional[str]:
@@ -407,22 +352,18 @@ class QdrantStore:
 
     def search(self, query: Any, namespaces: Iterable[str], k: int = 10, *,
                exclude_ids: Iterable[str] = (), exclude_states: Iterable[str] = (),
-               exact: bool = False, hnsw_ef: Optional[int] = None) -> list[tuple[str, float]]:
+               exact: bool = True, hnsw_ef: Optional[int] = None) -> list[tuple[str, float]]:
         """Top ``k`` live records by cosine *within* ``namespaces``: the namespace restriction,
         ``exclude_ids`` and ``exclude_states`` (lifecycle values) are a filter inside Qdrant's
         vector search (filter-aware HNSW), so the candidate set is filtered before truncation.
-        ``exact=True`` asks for exhaustive search. Returns ``(memory_id, cosine)`` pairs.
+        ``exact=False`` allows Qdrant's HNSW search (a server; local mode is always exhaustive).
+        Returns ``(memory_id, cosine)`` pairs, best first, equal scores by memory id.
 
         There is no unfiltered form: an empty or missing namespace set is an error.
         """
-        if isinstance(namespaces, str):
-            namespaces = [namespaces]
-        ns = sorted(set(namespaces or ()))
-        if not ns:
-            raise PermissionError("search needs the readable namespaces; there is no unfiltered search")
-        if type(k) is not int or k < 1:
-            raise ValueError(f"k must be an int >= 1, got {k!r}")
-        q = self._check_vector(query)
+        ns = readable_namespace_list(namespaces)
+        check_k(k)
+        q = self._check_vector(query).astype(np.float32)
         must_not = [qm.FieldCondition(key="lifecycle_state", match=qm.MatchAny(
             any=sorted({"forgotten", *exclude_states})))]
         excluded = [point_id(m) for m in dict.fromkeys(exclude_ids)]
@@ -440,206 +381,40 @@ class QdrantStore:
             if p.payload["namespace"] not in ns:  # defence in depth: never cross the filter
                 raise AssertionError(f"Qdrant returned {p.payload['memory_id']!r} outside {ns}")
             out.append((p.payload["memory_id"], float(p.score)))
-        return out
+        return sorted(out, key=lambda hit: (-hit[1], hit[0]))
 
-    # -- writes -------------------------------------------------------------------------------
+    # -- write primitives (the semantics are memgate.retriever.semantics.RecordSemantics) -----
 
-    def add(self, memory: Memory, vector: Any, *, encoder: Any) -> Memory:
-        return self.add_many([memory], [vector], encoder=encoder)[0]
+    def _current_slot(self, memory_id: str) -> Optional[int]:
+        staged = self._pending.get(memory_id)
+        if staged is not None:
+            return staged[1]
+        raw = self.client.retrieve(self.collection, [point_id(memory_id)], with_payload=["_slot"])
+        return raw[0].payload.get("_slot") if raw else None
 
-    def add_many(self, memories: Iterable[Memory], vectors: Any, *, encoder: Any) -> list[Memory]:
-        """Store several new records (validated all or none, then one upsert)."""
-        self.check_encoder(encoder, "write")
-        memories = list(memories)
-        vectors = list(vectors) if not isinstance(vectors, np.ndarray) else vectors
-        if len(memories) != len(vectors):
-            raise ValueError(f"{len(memories)} memories but {len(vectors)} vectors")
-        checked = []
-        for memory, vector in zip(memories, vectors):
-            if not isinstance(memory, Memory):
-                raise TypeError(f"memory must be a Memory, got {type(memory).__name__}")
-            if memory.lifecycle_state in ("superseded", "forgotten"):
-                raise ValueError(
-                    f"memory {memory.memory_id!r}: lifecycle_state {memory.lifecycle_state!r} is "
-                    "set by the store (add a superseding record / call forget), not written directly")
-            checked.append((memory, self._check_vector(vector)))
-        stored_all = []
-        with self._write():
-            seq = self._bump("seq")
-            now = self.clock()
-            for memory, v in checked:
-                stored_all.append(self._add_staged(memory, v, seq, now))
-        return stored_all
-
-    def _add_staged(self, memory: Memory, v: np.ndarray, seq: int, now: str) -> Memory:
-        if self._exists(memory.memory_id):
-            raise ValueError(f"memory {memory.memory_id!r} already exists; use update()")
-        for parent in memory.derived_from:
-            if self._load(parent).forgotten:
-                raise ForgottenMemoryError(
-                    f"memory {memory.memory_id!r}: derived_from names forgotten memory {parent!r}")
-        old_records = []
-        for link in memory.supersedes:
-            old = self._load(link.memory_id)
-            self._cas(old, link.expected_revision)
-            if old.namespace != memory.namespace:
-                raise PermissionError(
-                    f"memory {memory.memory_id!r} (namespace {memory.namespace!r}) cannot "
-                    f"supersede {old.memory_id!r} in namespace {old.namespace!r}")
-            old_records.append((link, old))
+    def _put_new(self, memory: Memory, seq: int, v: np.ndarray) -> int:
         slot = self._bump("next_slot") - 1
-        stored = memory.replace(revision=1, created_at=now, updated_at=now, superseded_in=(),
-                                needs_review=False, review_reasons=(), forgotten_by=None)
-        self._stage(stored, slot, v)
-        self._event("stored", memory_id=stored.memory_id, namespace=stored.namespace, revision=1,
-                    principal=stored.principal, kind=stored.kind, derived_from=list(stored.derived_from),
-                    supersedes=[s.to_dict() for s in stored.supersedes], encoder=self.encoder_identity,
-                    slot=slot)
-        for link, old in old_records:
-            new_old = old.replace(
-                lifecycle_state="superseded",
-                superseded_in=old.superseded_in + (SupersededIn(stored.memory_id, link.scope),),
-                revision=old.revision + 1, updated_at=now)
-            self._stage(new_old)
-            self._event("superseded", memory_id=old.memory_id, by=stored.memory_id,
-                        scope=scope_to_dict(link.scope), revision=new_old.revision)
-            self._flag_derived(old.memory_id, "superseded", now)
-        return stored
+        self._stage(memory, slot, v)
+        return slot
 
-    def _flag_derived(self, source_id: str, cause: str, now: str) -> list[str]:
-        flagged: list[str] = []
-        seen = {source_id}
-        frontier = [source_id]
-        while frontier:
-            parent = frontier.pop(0)
-            for child in self._children(parent):
-                if child in seen:
-                    continue
-                seen.add(child)
-                frontier.append(child)
-                record = self._load(child)
-                if record.forgotten:
-                    continue
-                reason = f"{cause}:{source_id}" + ("" if parent == source_id else f" via {parent}")
-                self._stage(record.replace(
-                    needs_review=True,
-                    review_reasons=tuple(dict.fromkeys(record.review_reasons + (reason,))),
-                    revision=record.revision + 1, updated_at=now))
-                self._event("flagged_for_review", memory_id=child, source=source_id, via=parent,
-                            cause=cause, revision=record.revision + 1)
-                flagged.append(child)
-        return flagged
+    def _put(self, memory: Memory, seq: int) -> None:
+        self._stage(memory)
 
-    def update(self, memory_id: str, expected_revision: int, *, vector: Any = None,
-               encoder: Any = None, principal: Optional[str] = None, **changes: Any) -> Memory:
-        """Compare-and-set update (as :meth:`EmbeddedStore.update`)."""
-        return self._update(memory_id, expected_revision, vector, encoder, principal, "updated", changes)[0]
+    def _put_new_vector(self, memory: Memory, seq: int, v: np.ndarray) -> int:
+        """A new slot: the point's vector is overwritten and the old slot dies."""
+        old_slot = self._current_slot(memory.memory_id)
+        slot = self._put_new(memory, seq, v)
+        if old_slot is not None:
+            self._dead_slots.append(old_slot)
+        return slot
 
-    def _update(self, memory_id, expected_revision, vector, encoder, principal, cause, changes):
-        if type(expected_revision) is not int:
-            raise TypeError(f"expected_revision must be an int, got {expected_revision!r}")
-        unknown = sorted(set(changes) - set(UPDATABLE_FIELDS))
-        if unknown:
-            raise ValueError(f"update: field(s) {unknown} cannot be updated; allowed: {UPDATABLE_FIELDS}")
-        if changes.get("lifecycle_state") in ("superseded", "forgotten"):
-            raise ValueError("update: lifecycle_state 'superseded' / 'forgotten' are set by "
-                             "add(supersedes=...) and forget()")
-        if ("text" in changes) != (vector is not None):
-            raise ValueError("update: a text change and a new vector go together (pass both or neither)")
-        v = None
-        if vector is not None:
-            self.check_encoder(encoder, "write")
-            v = self._check_vector(vector)
-        if "applicability" in changes:
-            changes["applicability"] = Applicability.from_dict(changes["applicability"])
-        with self._write():
-            current = self._load(memory_id)
-            self._cas(current, expected_revision)
-            self._bump("seq")
-            now = self.clock()
-            new = current.replace(**changes, revision=current.revision + 1, updated_at=now)
-            if v is not None:  # a new slot: the point's vector is overwritten, the old slot dies
-                old = self._raw(memory_id)
-                self._stage(new, self._bump("next_slot") - 1, v)
-                if old is not None and old.payload.get("_slot") is not None:
-                    self._mirror_set(old.payload["_slot"], None)
-            else:
-                self._stage(new)
-            self._event("retired" if cause == "retired" else "updated", memory_id=memory_id,
-                        revision=new.revision, fields=sorted(changes), cause=cause, principal=principal)
-            flagged: list[str] = []
-            if cause == "retired":
-                flagged = self._flag_derived(memory_id, "retired", now)
-            elif any(f in changes for f in CONTENT_FIELDS):
-                flagged = self._flag_derived(memory_id, "corrected", now)
-        return new, flagged
-
-    def correct(self, memory_id: str, expected_revision: int, text: str, vector: Any, *,
-                encoder: Any, principal: Optional[str] = None, **changes: Any) -> tuple[Memory, list[str]]:
-        return self._update(memory_id, expected_revision, vector, encoder, principal, "corrected",
-                            {**changes, "text": text})
-
-    def retire(self, memory_id: str, expected_revision: int,
-               principal: Optional[str] = None) -> tuple[Memory, list[str]]:
-        return self._update(memory_id, expected_revision, None, None, principal, "retired",
-                            {"lifecycle_state": "stale"})
-
-    def mark_reviewed(self, memory_id: str, expected_revision: int,
-                      principal: Optional[str] = None) -> Memory:
-        with self._write():
-            current = self._load(memory_id)
-            self._cas(current, expected_revision)
-            self._bump("seq")
-            new = current.replace(needs_review=False, review_reasons=(),
-                                  revision=current.revision + 1, updated_at=self.clock())
-            self._stage(new)
-            self._event("reviewed", memory_id=memory_id, revision=new.revision, principal=principal)
-        return new
-
-    def forget(self, memory_id: str, directive: Memory, directive_vector: Any, *, encoder: Any,
-               expected_revision: Optional[int] = None) -> Memory:
-        """Erase a detail: its point (vector and payload) is deleted and a vector-less tombstone
-        point takes the id; the directive is stored as a new record (see EmbeddedStore.forget)."""
-        self.check_encoder(encoder, "write")
-        if not isinstance(directive, Memory):
-            raise TypeError("directive must be a Memory")
-        if memory_id in directive.derived_from:
-            raise ValueError("the forget directive must not be derived from the forgotten record")
-        v = self._check_vector(directive_vector)
-        with self._write():
-            current = self._load(memory_id)
-            self._cas(current, expected_revision)
-            if directive.namespace != current.namespace:
-                raise PermissionError(
-                    f"forget directive {directive.memory_id!r} must live in namespace "
-                    f"{current.namespace!r}, the forgotten record's")
-            if self._exists(directive.memory_id):
-                raise ValueError(f"memory {directive.memory_id!r} already exists")
-            old = self._raw(memory_id)
-            slot = self._bump("next_slot") - 1
-            self._bump("seq")
-            now = self.clock()
-            tomb = Memory(
-                memory_id=memory_id, namespace=current.namespace, text=None, kind=current.kind,
-                lifecycle_state="forgotten", principal=current.principal,
-                revision=current.revision + 1, created_at=current.created_at, updated_at=now,
-                forgotten_by=directive.memory_id)
-            self._stage(tomb, None, None)
-            if old is not None and old.payload.get("_slot") is not None:
-                self._mirror_set(old.payload["_slot"], None)
-            stored = directive.replace(
-                kind=FORGET_DIRECTIVE_KIND, forgets=memory_id, revision=1, created_at=now,
-                updated_at=now, superseded_in=(), needs_review=False, review_reasons=(),
-                forgotten_by=None, supersedes=())
-            self._stage(stored, slot, v)
-            self._event("forgotten", memory_id=memory_id, directive_id=stored.memory_id,
-                        revision=tomb.revision, principal=directive.principal)
-            self._event("stored", memory_id=stored.memory_id, namespace=stored.namespace, revision=1,
-                        principal=stored.principal, kind=stored.kind,
-                        derived_from=list(stored.derived_from), supersedes=[], forgets=memory_id,
-                        encoder=self.encoder_identity, slot=slot)
-            self._flag_derived(memory_id, "forgotten", now)
-        return stored
+    def _put_tombstone(self, tomb: Memory, seq: int) -> None:
+        """The point (vector and payload) is deleted and a vector-less tombstone takes its id
+        (see ``_write``); its ``derived_from`` links go with the payload."""
+        old_slot = self._current_slot(tomb.memory_id)
+        self._stage(tomb, None, None)
+        if old_slot is not None:
+            self._dead_slots.append(old_slot)
 
 
 _RECORDS = None  # set lazily (qdrant models may be missing)

@@ -10,7 +10,8 @@ only unreferenced bytes in a slot that the next write reuses; killed after it, t
 complete. Vectors are never overwritten in place: a changed text gets a new slot and the old one
 is queued for zeroing in the same transaction (redone on the next open if the process dies).
 
-Record semantics (see :mod:`memgate.retriever.schema`): revisions and compare-and-set updates;
+Record semantics (:class:`memgate.retriever.semantics.RecordSemantics`, shared with
+``QdrantStore``; fields in :mod:`memgate.retriever.schema`): revisions and compare-and-set updates;
 scoped supersession; ``derived_from`` links with transitive review flags when a source is
 retired, corrected, superseded or forgotten; forget requests that erase the detail's text,
 markers and vector for good (SQLite ``secure_delete``, zeroed vector slot) and store the forget
@@ -25,32 +26,32 @@ import os
 import sqlite3
 import threading
 import zlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Protocol, runtime_checkable
 
 import numpy as np
 
-from memgate.admissibility import SupersessionScope
-from memgate.retriever.audit import AuditLog, make_event, utc_now
-from memgate.retriever.schema import (
-    CONTENT_FIELDS,
-    FORGET_DIRECTIVE_KIND,
-    UPDATABLE_FIELDS,
-    Applicability,
-    EncoderMismatchError,
-    ForgottenMemoryError,
-    Memory,
-    StaleRevisionError,
-    SupersededIn,
-    UnknownMemoryError,
-    scope_to_dict,
+from memgate.retriever.audit import AuditLog, utc_now
+from memgate.retriever.schema import Memory, UnknownMemoryError
+from memgate.retriever.semantics import (
+    ENCODER_KEYS,
+    IndexEntry,
+    RecordSemantics,
+    index_entry,
+    normalize_identity,
+)
+from memgate.retriever.support import (
+    SupportIndex,
+    check_k,
+    exact_cosines,
+    matvec,
+    readable_namespace_list,
+    top_by_score,
 )
 
 STORE_FORMAT = "memgate-store/1"
-ENCODER_KEYS = ("id", "revision", "normalize", "dim")
 DB_FILE = "store.sqlite"
 VECTOR_FILE = "vectors.f32"
 AUDIT_FILE = "audit.jsonl"
@@ -81,42 +82,23 @@ CREATE TABLE IF NOT EXISTS outbox (id INTEGER PRIMARY KEY AUTOINCREMENT, event T
 _ROW_FIELDS = ("memory_id", "namespace", "text", "revision", "lifecycle_state")
 
 
-def normalize_identity(identity: Any) -> dict:
-    """An encoder identity as ``{id, revision, normalize, dim}``; anything else is an error."""
-    if hasattr(identity, "identity") and not isinstance(identity, Mapping):
-        identity = identity.identity  # an Encoder
-    if not isinstance(identity, Mapping):
-        raise TypeError(
-            f"an encoder identity must be a mapping with keys {ENCODER_KEYS} or an Encoder, "
-            f"got {type(identity).__name__}"
-        )
-    missing = [k for k in ENCODER_KEYS if identity.get(k) is None]
-    if missing:
-        raise ValueError(f"encoder identity is missing {missing}: {dict(identity)!r}")
-    return {k: identity[k] for k in ENCODER_KEYS}
-
-
-@dataclass(frozen=True)
-class IndexEntry:
-    """What a query-time index needs about one record (metadata only, never text)."""
-
-    memory_id: str
-    namespace: str
-    slot: Optional[int]
-    alive: bool  # False once forgotten (no text, no vector)
-    lifecycle_state: str
-    superseded_in: tuple
-    applicability: Applicability
-    policy_tags: Optional[tuple]
-    seq: int
-
-
 @runtime_checkable
 class MemoryStore(Protocol):
     """What :class:`memgate.retriever.GatedRetriever` needs from a store.
 
     Vectors are unit-normalised float32 rows addressed by ``IndexEntry.slot``; every write that
-    carries a vector declares the identity of the encoder that produced it.
+    carries a vector declares the identity of the encoder that produced it. The writes' semantics
+    (CAS, supersession, review flags, forget) are :class:`memgate.retriever.semantics.RecordSemantics`.
+
+    ``search(query, namespaces, k, *, exclude_ids=(), exclude_states=(), exact=True)`` is the
+    candidate search, the only query path: the top ``k`` live records by cosine among those whose
+    ``namespace`` is one of ``namespaces``, minus forgotten records, records whose
+    ``lifecycle_state`` is in ``exclude_states`` and ids in ``exclude_ids``, all applied to the
+    candidate set *before* truncation to ``k``. An empty or missing ``namespaces`` raises
+    ``PermissionError`` (there is no unfiltered form); ``exact=False`` allows an approximate
+    index. Returns ``(memory_id, cosine)`` pairs, best first, ties by memory id where exact.
+    The by-id reads (``get``, ``get_many``, ``changes_since``, ``vector_matrix``) are for the
+    trusted layer above the store: the access boundary is ``GatedRetriever``'s ACL.
     """
 
     encoder_identity: dict
@@ -144,6 +126,10 @@ class MemoryStore(Protocol):
     def forget(self, memory_id: str, directive: Memory, directive_vector: Any, *, encoder: Any,
                expected_revision: Optional[int] = None) -> Memory: ...
 
+    def search(self, query: Any, namespaces: Iterable[str], k: int = 10, *,
+               exclude_ids: Iterable[str] = (), exclude_states: Iterable[str] = (),
+               exact: bool = True) -> list[tuple[str, float]]: ...
+
     def version(self) -> int: ...
 
     def changes_since(self, seq: int) -> tuple[int, list[IndexEntry]]: ...
@@ -155,7 +141,7 @@ class MemoryStore(Protocol):
     def flush_outbox(self) -> None: ...
 
 
-class EmbeddedStore:
+class EmbeddedStore(RecordSemantics):
     """SQLite records + a memory-mapped float32 vector file, in one directory.
 
     ``EmbeddedStore(path, encoder_identity)`` creates the store (the identity, with ``dim``, is
@@ -213,6 +199,7 @@ class EmbeddedStore:
         if audit is True:
             audit = AuditLog(self.path / AUDIT_FILE, fsync=fsync)
         self.audit: Optional[AuditLog] = audit or None
+        self._search_index = SupportIndex()  # namespaces, states and slots for search()
         self._purge_pending()
         self.flush_outbox()
 
@@ -272,10 +259,6 @@ class EmbeddedStore:
         self._db.execute("UPDATE meta SET value = ? WHERE key = ?", (str(value), key))
         return value
 
-    def _event(self, event_type: str, /, **payload: Any) -> None:
-        if self.audit is not None:
-            self._events.append(make_event(event_type, clock=self.clock, **payload))
-
     def flush_outbox(self) -> None:
         """Move committed audit events from the outbox to the JSONL log (idempotent)."""
         if self.audit is None:
@@ -290,41 +273,10 @@ class EmbeddedStore:
                     self._hook("after_audit_append")
                     self._db.execute("DELETE FROM outbox WHERE id <= ?", (rows[-1][0],))
 
-    # -- encoder identity ---------------------------------------------------------------------
-
-    def check_encoder(self, identity: Any, action: str = "use") -> None:
-        """Raise :class:`EncoderMismatchError` unless ``identity`` is the store's encoder."""
-        try:
-            given = normalize_identity(identity)
-        except (TypeError, ValueError) as exc:
-            raise EncoderMismatchError(f"cannot {action}: {exc}") from None
-        clashes = [k for k in ENCODER_KEYS if given[k] != self.encoder_identity[k]]
-        if clashes:
-            raise EncoderMismatchError(
-                f"cannot {action} with encoder {given!r}: the store at {self.path} was built with "
-                f"encoder {self.encoder_identity!r} (differs on {clashes}); re-embed into a new "
-                "store or use the store's encoder"
-            )
+    def _describe(self) -> str:
+        return f"the store at {self.path}"
 
     # -- vectors ------------------------------------------------------------------------------
-
-    def _check_vector(self, vector: Any) -> np.ndarray:
-        if hasattr(vector, "detach"):
-            vector = vector.detach().cpu().numpy()
-        v = np.asarray(vector)
-        if not np.issubdtype(v.dtype, np.floating):
-            raise TypeError(f"vector must be a float array, got dtype {v.dtype}")
-        v = v.astype(np.float32)
-        if v.ndim == 2 and v.shape[0] == 1:
-            v = v[0]
-        if v.shape != (self.dim,):
-            raise ValueError(f"vector has shape {v.shape}, the store's encoder has dim {self.dim}")
-        if not np.isfinite(v).all():
-            raise ValueError("vector contains NaN or inf")
-        norm = float(np.linalg.norm(v))
-        if norm < 1e-8:
-            raise ValueError("vector is zero; it has no direction to rank by")
-        return (v / norm).astype("<f4")
 
     def _write_vector(self, slot: int, v: np.ndarray) -> int:
         """Write one vector; it is fsynced before the transaction that references it commits."""
@@ -418,19 +370,6 @@ class EmbeddedStore:
             [(memory.memory_id, parent) for parent in memory.derived_from],
         )
 
-    def _cas(self, memory: Memory, expected_revision: Optional[int]) -> None:
-        if memory.forgotten:
-            raise ForgottenMemoryError(
-                f"memory {memory.memory_id!r} was forgotten (directive {memory.forgotten_by!r}); "
-                "it cannot be changed"
-            )
-        if expected_revision is None:
-            return
-        if type(expected_revision) is not int:
-            raise TypeError(f"expected_revision must be an int, got {expected_revision!r}")
-        if memory.revision != expected_revision:
-            raise StaleRevisionError(memory.memory_id, expected_revision, memory.revision)
-
     # -- reads --------------------------------------------------------------------------------
 
     def get(self, memory_id: str) -> Optional[Memory]:
@@ -478,23 +417,9 @@ class EmbeddedStore:
                 ).fetchall()
             finally:
                 self._db.execute("COMMIT")
-        entries = []
-        for memory_id, namespace, slot, state, row_seq, data in rows:
-            raw = json.loads(data)
-            entries.append(IndexEntry(
-                memory_id=memory_id,
-                namespace=namespace,
-                slot=slot,
-                alive=state != "forgotten" and slot is not None,
-                lifecycle_state=state,
-                superseded_in=tuple(
-                    SupersededIn(s["by"], None if s["scope"] is None else SupersessionScope(**s["scope"]))
-                    for s in raw.get("superseded_in") or ()
-                ),
-                applicability=Applicability.from_dict(raw.get("applicability")),
-                policy_tags=None if raw.get("policy_tags") is None else tuple(raw["policy_tags"]),
-                seq=row_seq,
-            ))
+        entries = [index_entry(json.loads(data), memory_id=memory_id, namespace=namespace, slot=slot,
+                               lifecycle_state=state, seq=row_seq)
+                   for memory_id, namespace, slot, state, row_seq, data in rows]
         return version, entries
 
     def namespace_of(self, memory_id: str) -> Optional[str]:
@@ -520,242 +445,75 @@ class EmbeddedStore:
                     out.append((memory_id, tuple(markers)))
         return out
 
-    # -- writes -------------------------------------------------------------------------------
+    # -- search -------------------------------------------------------------------------------
 
-    def add(self, memory: Memory, vector: Any, *, encoder: Any) -> Memory:
-        """Store a new record and its vector; apply its ``supersedes`` links. Returns it at
-        revision 1 with the store's timestamps."""
-        return self.add_many([memory], [vector], encoder=encoder)[0]
-
-    def add_many(self, memories: Iterable[Memory], vectors: Any, *, encoder: Any) -> list[Memory]:
-        """Store several new records in one transaction (all or none); links may point at
-        records earlier in the batch."""
-        self.check_encoder(encoder, "write")
-        memories = list(memories)
-        vectors = list(vectors) if not isinstance(vectors, np.ndarray) else vectors
-        if len(memories) != len(vectors):
-            raise ValueError(f"{len(memories)} memories but {len(vectors)} vectors")
-        checked = []
-        for memory, vector in zip(memories, vectors):
-            if not isinstance(memory, Memory):
-                raise TypeError(f"memory must be a Memory, got {type(memory).__name__}")
-            if memory.lifecycle_state in ("superseded", "forgotten"):
-                raise ValueError(
-                    f"memory {memory.memory_id!r}: lifecycle_state {memory.lifecycle_state!r} is "
-                    "set by the store (add a superseding record / call forget), not written directly"
-                )
-            checked.append((memory, self._check_vector(vector)))
-        stored_all = []
-        with self._write():
-            seq = self._bump("seq")
-            now = self.clock()
-            for memory, v in checked:
-                stored_all.append(self._add_in_txn(memory, v, seq, now))
-        return stored_all
-
-    def _add_in_txn(self, memory: Memory, v: np.ndarray, seq: int, now: str) -> Memory:
-        if self._db.execute("SELECT 1 FROM records WHERE memory_id = ?", (memory.memory_id,)).fetchone():
-            raise ValueError(f"memory {memory.memory_id!r} already exists; use update()")
-        for parent in memory.derived_from:
-            if self._load(parent).forgotten:
-                raise ForgottenMemoryError(
-                    f"memory {memory.memory_id!r}: derived_from names forgotten memory {parent!r}")
-        old_records = []
-        for link in memory.supersedes:
-            old = self._load(link.memory_id)
-            self._cas(old, link.expected_revision)
-            if old.namespace != memory.namespace:
-                raise PermissionError(
-                    f"memory {memory.memory_id!r} (namespace {memory.namespace!r}) cannot "
-                    f"supersede {old.memory_id!r} in namespace {old.namespace!r}"
-                )
-            old_records.append((link, old))
-        slot, crc = self._new_slot(v)
-        stored = memory.replace(
-            revision=1, created_at=now, updated_at=now, superseded_in=(), needs_review=False,
-            review_reasons=(), forgotten_by=None,
-        )
-        self._insert(stored, seq, slot, crc)
-        self._event(
-            "stored", memory_id=stored.memory_id, namespace=stored.namespace, revision=1,
-            principal=stored.principal, kind=stored.kind, derived_from=list(stored.derived_from),
-            supersedes=[s.to_dict() for s in stored.supersedes], encoder=self.encoder_identity,
-            slot=slot,
-        )
-        for link, old in old_records:
-            new_old = old.replace(
-                lifecycle_state="superseded",
-                superseded_in=old.superseded_in + (SupersededIn(stored.memory_id, link.scope),),
-                revision=old.revision + 1, updated_at=now,
-            )
-            self._save(new_old, seq)
-            self._event("superseded", memory_id=old.memory_id, by=stored.memory_id,
-                        scope=scope_to_dict(link.scope), revision=new_old.revision)
-            self._flag_derived(old.memory_id, "superseded", seq, now)
-        return stored
-
-    def _flag_derived(self, source_id: str, cause: str, seq: int, now: str) -> list[str]:
-        """Mark every record derived (transitively) from ``source_id`` as needing review."""
-        flagged: list[str] = []
-        seen = {source_id}
-        frontier = [source_id]
-        while frontier:
-            parent = frontier.pop(0)
-            children = [c for (c,) in self._db.execute(
-                "SELECT child FROM derivations WHERE parent = ? ORDER BY child", (parent,))]
-            for child in children:
-                if child in seen:
-                    continue
-                seen.add(child)
-                frontier.append(child)
-                record = self._load(child)
-                if record.forgotten:
-                    continue
-                reason = f"{cause}:{source_id}" + ("" if parent == source_id else f" via {parent}")
-                flagged_record = record.replace(
-                    needs_review=True,
-                    review_reasons=tuple(dict.fromkeys(record.review_reasons + (reason,))),
-                    revision=record.revision + 1, updated_at=now,
-                )
-                self._save(flagged_record, seq)
-                self._event("flagged_for_review", memory_id=child, source=source_id, via=parent,
-                            cause=cause, revision=flagged_record.revision)
-                flagged.append(child)
-        return flagged
-
-    def update(self, memory_id: str, expected_revision: int, *, vector: Any = None,
-               encoder: Any = None, principal: Optional[str] = None, **changes: Any) -> Memory:
-        """Compare-and-set update: applied only if the stored revision is ``expected_revision``.
-
-        A text change needs the new ``vector`` (and ``encoder``); content changes (text,
-        applicability) flag every derived record for review.
-        """
-        return self._update(memory_id, expected_revision, vector, encoder, principal, "updated", changes)[0]
-
-    def _update(self, memory_id, expected_revision, vector, encoder, principal, cause, changes):
-        if type(expected_revision) is not int:
-            raise TypeError(f"expected_revision must be an int, got {expected_revision!r}")
-        unknown = sorted(set(changes) - set(UPDATABLE_FIELDS))
-        if unknown:
-            raise ValueError(f"update: field(s) {unknown} cannot be updated; allowed: {UPDATABLE_FIELDS}")
-        if changes.get("lifecycle_state") in ("superseded", "forgotten"):
-            raise ValueError(
-                "update: lifecycle_state 'superseded' / 'forgotten' are set by add(supersedes=...) "
-                "and forget()"
-            )
-        if ("text" in changes) != (vector is not None):
-            raise ValueError("update: a text change and a new vector go together (pass both or neither)")
-        v = None
-        if vector is not None:
-            self.check_encoder(encoder, "write")
-            v = self._check_vector(vector)
-        if "applicability" in changes:
-            changes["applicability"] = Applicability.from_dict(changes["applicability"])
-        with self._write():
-            current = self._load(memory_id)
-            self._cas(current, expected_revision)
-            seq = self._bump("seq")
-            now = self.clock()
-            new = current.replace(**changes, revision=current.revision + 1, updated_at=now)
-            if v is not None:
-                (old_slot,) = self._db.execute(
-                    "SELECT slot FROM records WHERE memory_id = ?", (memory_id,)).fetchone()
-                slot, crc = self._new_slot(v)
-                self._save(new, seq, slot, crc)
-                self._db.execute("INSERT OR IGNORE INTO purge VALUES (?)", (old_slot,))
+    def search(self, query: Any, namespaces: Iterable[str], k: int = 10, *,
+               exclude_ids: Iterable[str] = (), exclude_states: Iterable[str] = (),
+               exact: bool = True, hnsw_ef: Optional[int] = None) -> list[tuple[str, float]]:
+        """Top ``k`` live records by cosine *within* ``namespaces`` (see :class:`MemoryStore`):
+        the namespace restriction, ``exclude_ids`` and ``exclude_states`` apply to the candidate
+        set before truncation. Exact (``exact`` and ``hnsw_ef`` are accepted for the protocol);
+        ties by memory id. Returns ``(memory_id, cosine)`` pairs, best first."""
+        ns = readable_namespace_list(namespaces)
+        check_k(k)
+        q = self._check_vector(query).astype(np.float32)
+        with self._lock:
+            index = self._search_index
+            if self.version() != index.seq:
+                version, entries = self.changes_since(index.seq)
+                index.apply(entries)
+                index.seq = version
+            support = index.support(ns, {"forgotten", *exclude_states}, exclude_ids)
+            matrix = self.vector_matrix()
+            slots = index.slot[support]
+            if len(support) > 0.25 * matrix.shape[0]:
+                cos = matvec(matrix, q)[slots]  # one pass over the file beats a gather
             else:
-                self._save(new, seq)
-            self._event("retired" if cause == "retired" else "updated", memory_id=memory_id,
-                        revision=new.revision, fields=sorted(changes), cause=cause,
-                        principal=principal)
-            flagged: list[str] = []
-            if cause == "retired":
-                flagged = self._flag_derived(memory_id, "retired", seq, now)
-            elif any(f in changes for f in CONTENT_FIELDS):
-                flagged = self._flag_derived(memory_id, "corrected", seq, now)
-        return new, flagged
+                cos = matvec(matrix[slots], q)
+            top, scores = top_by_score(index.ids, support, cos.astype(np.float64), k,
+                                       lambda pos: exact_cosines(matrix, index.slot[pos], q))
+            readable_codes = {index.ns_code[n] for n in ns if n in index.ns_code}
+            if not set(index.ns[top].tolist()) <= readable_codes:  # defence in depth
+                raise AssertionError(f"search returned a record outside {ns}")
+            return [(index.ids[p], float(c)) for p, c in zip(top.tolist(), scores.tolist())]
 
-    def correct(self, memory_id: str, expected_revision: int, text: str, vector: Any, *,
-                encoder: Any, principal: Optional[str] = None, **changes: Any) -> tuple[Memory, list[str]]:
-        """Replace a record's content (compare-and-set); returns it and the ids flagged for review."""
-        return self._update(memory_id, expected_revision, vector, encoder, principal, "corrected",
-                            {**changes, "text": text})
+    # -- write primitives (the semantics are memgate.retriever.semantics.RecordSemantics) -----
 
-    def retire(self, memory_id: str, expected_revision: int,
-               principal: Optional[str] = None) -> tuple[Memory, list[str]]:
-        """Mark a record stale (kept for history); returns it and the ids flagged for review."""
-        return self._update(memory_id, expected_revision, None, None, principal, "retired",
-                            {"lifecycle_state": "stale"})
+    def _exists(self, memory_id: str) -> bool:
+        return self._db.execute("SELECT 1 FROM records WHERE memory_id = ?",
+                                (memory_id,)).fetchone() is not None
 
-    def mark_reviewed(self, memory_id: str, expected_revision: int,
-                      principal: Optional[str] = None) -> Memory:
-        with self._write():
-            current = self._load(memory_id)
-            self._cas(current, expected_revision)
-            seq = self._bump("seq")
-            new = current.replace(needs_review=False, review_reasons=(),
-                                  revision=current.revision + 1, updated_at=self.clock())
-            self._save(new, seq)
-            self._event("reviewed", memory_id=memory_id, revision=new.revision, principal=principal)
-        return new
+    def _children(self, parent: str) -> list[str]:
+        return [c for (c,) in self._db.execute(
+            "SELECT child FROM derivations WHERE parent = ? ORDER BY child", (parent,))]
 
-    def forget(self, memory_id: str, directive: Memory, directive_vector: Any, *, encoder: Any,
-               expected_revision: Optional[int] = None) -> Memory:
-        """Erase a detail for good and store the forget directive as a usable memory.
+    def _slot_of(self, memory_id: str) -> Optional[int]:
+        (slot,) = self._db.execute("SELECT slot FROM records WHERE memory_id = ?",
+                                   (memory_id,)).fetchone()
+        return slot
 
-        The forgotten record keeps only its id, namespace, kind, timestamps and lifecycle
-        ``forgotten`` (a tombstone: the id cannot be reused or revived); its text, markers,
-        applicability and vector are erased, and records derived from it are flagged. The
-        directive (a new record in the same namespace; its text must not repeat the detail) is
-        stored with ``kind = forget_directive`` and ``forgets = memory_id``.
-        """
-        self.check_encoder(encoder, "write")
-        if not isinstance(directive, Memory):
-            raise TypeError("directive must be a Memory")
-        if memory_id in directive.derived_from:
-            raise ValueError("the forget directive must not be derived from the forgotten record")
-        v = self._check_vector(directive_vector)
-        with self._write():
-            current = self._load(memory_id)
-            self._cas(current, expected_revision)
-            if directive.namespace != current.namespace:
-                raise PermissionError(
-                    f"forget directive {directive.memory_id!r} must live in namespace "
-                    f"{current.namespace!r}, the forgotten record's"
-                )
-            if self._db.execute("SELECT 1 FROM records WHERE memory_id = ?",
-                                (directive.memory_id,)).fetchone():
-                raise ValueError(f"memory {directive.memory_id!r} already exists")
-            (old_slot,) = self._db.execute(
-                "SELECT slot FROM records WHERE memory_id = ?", (memory_id,)).fetchone()
-            slot, crc = self._new_slot(v)
-            seq = self._bump("seq")
-            now = self.clock()
-            tomb = Memory(
-                memory_id=memory_id, namespace=current.namespace, text=None,
-                kind=current.kind, lifecycle_state="forgotten", principal=current.principal,
-                revision=current.revision + 1, created_at=current.created_at, updated_at=now,
-                forgotten_by=directive.memory_id,
-            )
-            self._save(tomb, seq, None, None)
-            self._db.execute("DELETE FROM derivations WHERE child = ?", (memory_id,))
-            if old_slot is not None:
-                self._db.execute("INSERT OR IGNORE INTO purge VALUES (?)", (old_slot,))
-            stored = directive.replace(
-                kind=FORGET_DIRECTIVE_KIND, forgets=memory_id, revision=1, created_at=now,
-                updated_at=now, superseded_in=(), needs_review=False, review_reasons=(),
-                forgotten_by=None, supersedes=(),
-            )
-            self._insert(stored, seq, slot, crc)
-            self._event("forgotten", memory_id=memory_id, directive_id=stored.memory_id,
-                        revision=tomb.revision, principal=directive.principal)
-            self._event(
-                "stored", memory_id=stored.memory_id, namespace=stored.namespace, revision=1,
-                principal=stored.principal, kind=stored.kind, derived_from=list(stored.derived_from),
-                supersedes=[], forgets=memory_id, encoder=self.encoder_identity, slot=slot,
-            )
-            self._flag_derived(memory_id, "forgotten", seq, now)
-        return stored
+    def _put_new(self, memory: Memory, seq: int, v: np.ndarray) -> int:
+        slot, crc = self._new_slot(v)
+        self._insert(memory, seq, slot, crc)
+        return slot
+
+    def _put(self, memory: Memory, seq: int) -> None:
+        self._save(memory, seq)
+
+    def _put_new_vector(self, memory: Memory, seq: int, v: np.ndarray) -> int:
+        old_slot = self._slot_of(memory.memory_id)
+        slot, crc = self._new_slot(v)
+        self._save(memory, seq, slot, crc)
+        if old_slot is not None:
+            self._db.execute("INSERT OR IGNORE INTO purge VALUES (?)", (old_slot,))
+        return slot
+
+    def _put_tombstone(self, tomb: Memory, seq: int) -> None:
+        old_slot = self._slot_of(tomb.memory_id)
+        self._save(tomb, seq, None, None)
+        self._db.execute("DELETE FROM derivations WHERE child = ?", (tomb.memory_id,))
+        if old_slot is not None:
+            self._db.execute("INSERT OR IGNORE INTO purge VALUES (?)", (old_slot,))
 
     # -- integrity ----------------------------------------------------------------------------
 

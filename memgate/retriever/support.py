@@ -1,0 +1,168 @@
+"""The candidate support: an in-memory index of live records' metadata and the filtered search
+over it.
+
+``SupportIndex`` holds, per record, its namespace, lifecycle state, vector slot and metadata
+signature (no text), refreshed incrementally from ``MemoryStore.changes_since``. The retriever
+keeps one for its Kleene verdicts; :class:`memgate.retriever.EmbeddedStore` keeps one to answer
+:meth:`MemoryStore.search` (namespace filter and exclusions applied before truncation).
+
+``top_by_score`` is the one ranking rule: score descending, ties by memory id ascending.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Optional
+
+import numpy as np
+import torch
+
+from memgate.retriever.semantics import IndexEntry
+from memgate.routes import rank_by_score
+
+
+def readable_namespace_list(namespaces: Any) -> list[str]:
+    """The readable namespaces of a search as a sorted list; there is no unfiltered search, so
+    an empty or missing set is a ``PermissionError``."""
+    if isinstance(namespaces, str):
+        namespaces = [namespaces]
+    ns = sorted(set(namespaces or ()))
+    if not ns:
+        raise PermissionError("search needs the readable namespaces; there is no unfiltered search")
+    bad = [n for n in ns if not isinstance(n, str)]
+    if bad:
+        raise TypeError(f"namespaces must be strings, got {bad!r}")
+    return ns
+
+
+def check_k(k: Any) -> int:
+    if type(k) is not int or k < 1:
+        raise ValueError(f"k must be an int >= 1, got {k!r}")
+    return k
+
+
+def matvec(M: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """``M @ q`` in torch: the gate already runs in torch's thread pool, and a second pool (the
+    BLAS behind numpy) spinning beside it on a few cores slows both down several times."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        Mt = torch.from_numpy(np.asarray(M))  # the read-only memory map is only read
+    return torch.mv(Mt, torch.from_numpy(q)).numpy()
+
+
+def top_by_score(ids: Sequence[str], positions: np.ndarray, scores: np.ndarray, n: int,
+                 exact: Optional[Callable[[np.ndarray], np.ndarray]] = None) -> tuple[np.ndarray, np.ndarray]:
+    """The ``n`` best ``positions`` by score, ties broken by memory id (``ids[position]``) ascending.
+
+    ``exact`` recomputes the scores of the shortlist row by row: a blocked matrix-vector
+    product can round identical rows differently, which would break true ties by slot
+    instead of by id. The shortlist keeps every score within ``1e-5`` of the n-th.
+    """
+    if len(positions) == 0 or n <= 0:
+        return positions[:0], scores[:0]
+    if len(positions) > n:
+        threshold = np.partition(scores, len(scores) - n)[len(scores) - n]
+        sel = scores >= threshold - (1e-5 if exact is not None else 0.0)
+        positions, scores = positions[sel], scores[sel]
+    if exact is not None:
+        scores = exact(positions)
+    names = np.array([ids[p] for p in positions.tolist()])
+    id_rank = np.empty(len(names), dtype=np.int64)
+    id_rank[np.argsort(names, kind="stable")] = np.arange(len(names))
+    order = rank_by_score(id_rank, np.arange(len(positions)), scores)
+    return positions[order][:n], scores[order][:n]
+
+
+def exact_cosines(matrix: np.ndarray, slots: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Cosines of unit rows ``matrix[slots]`` with unit ``q``, row by row in float64."""
+    rows = np.asarray(matrix[slots], dtype=np.float32)
+    return (rows * q).sum(axis=1, dtype=np.float64)
+
+
+class SupportIndex:
+    """Query-time metadata and positions of records (no text), refreshed incrementally."""
+
+    def __init__(self) -> None:
+        self.pos: dict[str, int] = {}
+        self.ids: list[str] = []
+        self.slot = np.zeros(0, dtype=np.int64)
+        self.ns = np.zeros(0, dtype=np.int32)
+        self.state = np.zeros(0, dtype=np.int32)
+        self.sig = np.zeros(0, dtype=np.int32)
+        self.alive = np.zeros(0, dtype=bool)
+        self.ns_code: dict[str, int] = {}
+        self.state_code: dict[str, int] = {}
+        self.sig_code: dict[tuple, int] = {}
+        self.sig_keys: list[tuple] = []
+        self.seq = 0
+
+    def _grow(self, n: int) -> None:
+        if n <= len(self.slot):
+            return
+        cap = max(n, 2 * len(self.slot), 1024)
+        for name, dtype in (("slot", np.int64), ("ns", np.int32), ("state", np.int32),
+                            ("sig", np.int32), ("alive", bool)):
+            old = getattr(self, name)
+            new = np.zeros(cap, dtype=dtype)
+            new[: len(old)] = old
+            setattr(self, name, new)
+
+    def apply(self, entries: list[IndexEntry]) -> tuple[list[int], list[int]]:
+        """Apply changed entries; return (slots that became live, slots that died)."""
+        born, died = [], []
+        for e in entries:
+            p = self.pos.get(e.memory_id)
+            if p is None:
+                p = len(self.ids)
+                self.pos[e.memory_id] = p
+                self.ids.append(e.memory_id)
+                self._grow(p + 1)
+                self.alive[p] = False
+            old_slot = int(self.slot[p]) if self.alive[p] else None
+            new_slot = e.slot if e.alive else None
+            if old_slot is not None and old_slot != new_slot:
+                died.append(old_slot)
+            if new_slot is not None and new_slot != old_slot:
+                born.append(new_slot)
+            self.alive[p] = e.alive
+            self.slot[p] = -1 if e.slot is None else e.slot
+            self.ns[p] = self.ns_code.setdefault(e.namespace, len(self.ns_code))
+            self.state[p] = self.state_code.setdefault(e.lifecycle_state, len(self.state_code))
+            key = (
+                e.namespace,
+                e.policy_tags,
+                e.lifecycle_state,
+                tuple(sorted({(None if s.scope is None else
+                               (s.scope.subject, s.scope.valid_from, s.scope.valid_to))
+                              for s in e.superseded_in}, key=repr)),
+                (e.applicability.valid_from, e.applicability.valid_to),
+            )
+            code = self.sig_code.get(key)
+            if code is None:
+                code = self.sig_code[key] = len(self.sig_keys)
+                self.sig_keys.append(key)
+            self.sig[p] = code
+        return born, died
+
+    def __len__(self) -> int:
+        return int(self.alive[: len(self.ids)].sum())
+
+    def support(self, namespaces: Iterable[str], exclude_states: Iterable[str] = (),
+                exclude_ids: Iterable[str] = ()) -> np.ndarray:
+        """Positions of live records in ``namespaces``, minus the excluded states and ids."""
+        n = len(self.ids)
+        codes = [self.ns_code[ns] for ns in namespaces if ns in self.ns_code]
+        mask = self.alive[:n] & np.isin(self.ns[:n], np.array(codes, dtype=np.int32))
+        states = [self.state_code[s] for s in exclude_states if s in self.state_code]
+        if states:
+            mask &= ~np.isin(self.state[:n], np.array(states, dtype=np.int32))
+        for memory_id in exclude_ids:
+            p = self.pos.get(memory_id)
+            if p is not None:
+                mask[p] = False
+        return np.flatnonzero(mask)
+
+
+__all__ = ["SupportIndex", "check_k", "exact_cosines", "matvec", "readable_namespace_list",
+           "top_by_score"]
