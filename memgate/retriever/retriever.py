@@ -6,6 +6,11 @@ Query path (DESIGN section 2)::
     Kleene exclusion    route_verdict on trusted metadata, over the whole support, before any
                         truncation; False -> excluded with its reasons; None -> kept and flagged
                         (fail_mode="open") or excluded as unresolved (fail_mode="closed")
+    candidate search    MemoryStore.search(query, readable namespaces, max(k, rerank_depth),
+                        exclude_states=, exclude_ids=): the namespace restriction and the
+                        Kleene exclusions are the search's filter, applied before truncation
+                        (a payload filter inside Qdrant's vector search; the same filter over
+                        the embedded store's index); the retriever never filters after it
     ranking             exact cosine; with a gate, the gate re-scores the cosine's top
                         rerank_depth (ties by memory id), dropping items whose suppression
                         cos - S reaches the checkpoint's calibrated threshold, if it has one
@@ -27,7 +32,6 @@ import hashlib
 import json
 import time
 import uuid
-import warnings
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -44,8 +48,9 @@ from memgate.records import MemoryRecord, QueryContext, route_verdict
 from memgate.retriever.audit import AuditError, AuditLog, make_event, utc_now
 from memgate.retriever.schema import EncoderMismatchError, Memory, Supersedes
 from memgate.retriever.scoring import FusedGateScorer
-from memgate.retriever.store import EmbeddedStore, IndexEntry, MemoryStore, normalize_identity
-from memgate.routes import rank_by_score
+from memgate.retriever.semantics import normalize_identity
+from memgate.retriever.store import EmbeddedStore, MemoryStore
+from memgate.retriever.support import SupportIndex, exact_cosines, top_by_score
 
 try:  # the allowed-actions module (DESIGN section 3); the retriever works without it
     from memgate import actions as _actions
@@ -75,6 +80,8 @@ class RetrieverConfig:
     action_preset / action_policy: the allowed-action preset and an optional policy file.
     log_excluded_depth: Kleene-excluded ids are logged when they rank within this many of the
         unfiltered cosine ranking (default ``max(k, rerank_depth)``); all are counted by reason.
+    exact_search: ask the store for exact search (default; every store then ranks alike);
+        ``False`` lets a Qdrant server use its filter-aware HNSW index.
     """
 
     policy_rules: PolicyRules = field(default_factory=lambda: PolicyRules({}))
@@ -87,6 +94,7 @@ class RetrieverConfig:
     action_preset: str = "balanced"
     action_policy: Optional[str] = None
     log_excluded_depth: Optional[int] = None
+    exact_search: bool = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.policy_rules, PolicyRules):
@@ -111,6 +119,8 @@ class RetrieverConfig:
                         "not one string")
                 acl[principal] = frozenset(namespaces)
             object.__setattr__(self, "acl", acl)
+        if type(self.exact_search) is not bool:
+            raise TypeError(f"RetrieverConfig.exact_search must be a bool, got {self.exact_search!r}")
         if self.log_excluded_depth is not None and (
                 type(self.log_excluded_depth) is not int or self.log_excluded_depth < 0):
             raise ValueError("RetrieverConfig.log_excluded_depth must be an int >= 0 or None")
@@ -266,71 +276,6 @@ def resolve_lifecycle(
     return state
 
 
-class _Index:
-    """Query-time metadata and positions of live records (no text), refreshed incrementally."""
-
-    def __init__(self) -> None:
-        self.pos: dict[str, int] = {}
-        self.ids: list[str] = []
-        self.slot = np.zeros(0, dtype=np.int64)
-        self.ns = np.zeros(0, dtype=np.int32)
-        self.sig = np.zeros(0, dtype=np.int32)
-        self.alive = np.zeros(0, dtype=bool)
-        self.ns_code: dict[str, int] = {}
-        self.sig_code: dict[tuple, int] = {}
-        self.sig_keys: list[tuple] = []
-        self.seq = 0
-
-    def _grow(self, n: int) -> None:
-        if n <= len(self.slot):
-            return
-        cap = max(n, 2 * len(self.slot), 1024)
-        for name, dtype in (("slot", np.int64), ("ns", np.int32), ("sig", np.int32), ("alive", bool)):
-            old = getattr(self, name)
-            new = np.zeros(cap, dtype=dtype)
-            new[: len(old)] = old
-            setattr(self, name, new)
-
-    def apply(self, entries: list[IndexEntry]) -> tuple[list[int], list[int]]:
-        """Apply changed entries; return (slots that became live, slots that died)."""
-        born, died = [], []
-        for e in entries:
-            p = self.pos.get(e.memory_id)
-            if p is None:
-                p = len(self.ids)
-                self.pos[e.memory_id] = p
-                self.ids.append(e.memory_id)
-                self._grow(p + 1)
-                self.alive[p] = False
-            old_slot = int(self.slot[p]) if self.alive[p] else None
-            new_slot = e.slot if e.alive else None
-            if old_slot is not None and old_slot != new_slot:
-                died.append(old_slot)
-            if new_slot is not None and new_slot != old_slot:
-                born.append(new_slot)
-            self.alive[p] = e.alive
-            self.slot[p] = -1 if e.slot is None else e.slot
-            self.ns[p] = self.ns_code.setdefault(e.namespace, len(self.ns_code))
-            key = (
-                e.namespace,
-                e.policy_tags,
-                e.lifecycle_state,
-                tuple(sorted({(None if s.scope is None else
-                               (s.scope.subject, s.scope.valid_from, s.scope.valid_to))
-                              for s in e.superseded_in}, key=repr)),
-                (e.applicability.valid_from, e.applicability.valid_to),
-            )
-            code = self.sig_code.get(key)
-            if code is None:
-                code = self.sig_code[key] = len(self.sig_keys)
-                self.sig_keys.append(key)
-            self.sig[p] = code
-        return born, died
-
-    def __len__(self) -> int:
-        return int(self.alive[: len(self.ids)].sum())
-
-
 def _scopes_from_key(key: tuple) -> tuple:
     return tuple(None if s is None else SupersessionScope(*s) for s in key)
 
@@ -350,8 +295,7 @@ class _Ranking:
     dropped: list  # GateDrop
     gated: bool
     depth: int
-    cos: np.ndarray  # cosine per support position
-    exact_cos: Any
+    query: np.ndarray  # the unit query vector
 
 
 class _Stopwatch:
@@ -363,15 +307,6 @@ class _Stopwatch:
         now = time.perf_counter()
         self.laps[name] = (now - self._t) * 1e3
         self._t = now
-
-
-def _matvec(M: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """``M @ q`` in torch: the gate already runs in torch's thread pool, and a second pool (the
-    BLAS behind numpy) spinning beside it on a few cores slows both down several times."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-        Mt = torch.from_numpy(np.asarray(M))  # the read-only memory map is only read
-    return torch.mv(Mt, torch.from_numpy(q)).numpy()
 
 
 def gate_fingerprint(gate: MemGate) -> str:
@@ -442,7 +377,7 @@ class GatedRetriever:
             self._action_policy = _actions.load_policy(self.config.action_policy)
             self._action_policy.preset(self.config.action_preset)  # fail fast on a bad preset
             self.action_policy_version = f"{self._action_policy.version}/{self.config.action_preset}"
-        self._index = _Index()
+        self._index = SupportIndex()
         self._vpart: Optional[np.ndarray] = None  # (slots, hidden): the gate's W_v v per slot
         self._retrieved: OrderedDict[str, dict] = OrderedDict()
         self._refresh()
@@ -686,13 +621,13 @@ class GatedRetriever:
         clock.lap("encode_ms")
         verdicts = self._verdicts(support, context, readable)
         clock.lap("exclusion_ms")
-        ranking = self._rank(q, support, verdicts.keep, k)
+        ranking = self._rank(q, readable, support, verdicts.keep, k)
         clock.lap("rank_ms")
         items = self._items(ranking, verdicts, readable)
         clock.lap("fetch_ms")
         items = self._with_actions(items, action_query)
         clock.lap("actions_ms")
-        excluded, counts = self._exclusions(support, verdicts, ranking)
+        excluded, counts = self._exclusions(support, verdicts, ranking, readable)
         clock.lap("exclusions_ms")
         result = RetrievalResult(
             query_id=context.query_id, principal=context.principal,
@@ -744,27 +679,62 @@ class GatedRetriever:
         keep = a == _A_TRUE if self.config.fail_mode == "closed" else a != _A_FALSE
         return _Verdicts(sig, a, keep, info)
 
-    def _rank(self, q: np.ndarray, support: np.ndarray, keep: np.ndarray, k: int) -> "_Ranking":
-        """Exact cosine over the support, top ``max(k, rerank_depth)`` of the kept candidates,
-        gate re-scoring (and calibrated drops) of the cosine's top ``rerank_depth``."""
+    def _exclusion_filter(self, support: np.ndarray, keep: np.ndarray) -> tuple[list, list]:
+        """The Kleene exclusions as a store-search filter: lifecycle states whose every readable
+        record is excluded go as payload values (``exclude_states``), the other excluded records
+        by id (``exclude_ids``)."""
+        idx = self._index
+        dropped = ~keep
+        if not dropped.any():
+            return [], []
+        state_names = {code: name for name, code in idx.state_code.items()}
+        states = idx.state[support]
+        whole = [code for code in np.unique(states[dropped]).tolist()
+                 if not keep[states == code].any()]
+        by_id = dropped & ~np.isin(states, np.array(whole, dtype=np.int32))
+        return sorted(state_names[c] for c in whole), [idx.ids[p] for p in support[by_id].tolist()]
+
+    def _search(self, q: np.ndarray, readable: frozenset, n: int, kept: Optional[np.ndarray],
+                exclude_states: Iterable[str] = (), exclude_ids: Iterable[str] = ()) -> list:
+        """Index positions of the store's filtered top ``n`` (:meth:`MemoryStore.search`: the
+        namespace filter and exclusions apply before truncation). A hit that is not a kept
+        position of this index (written by another process since the refresh, its verdict
+        unknown here) is left out; ``kept=None`` keeps every hit in the index."""
+        idx = self._index
+        hits = self.store.search(q, sorted(readable), n, exclude_ids=exclude_ids,
+                                 exclude_states=exclude_states, exact=self.config.exact_search)
+        readable_codes = {idx.ns_code[ns] for ns in readable if ns in idx.ns_code}
+        out = []
+        for memory_id, _ in hits:
+            p = idx.pos.get(memory_id)
+            if p is not None and int(idx.ns[p]) not in readable_codes:  # defence in depth
+                raise AssertionError(f"store search returned {memory_id!r} outside the readable namespaces")
+            if p is not None and (kept is None or kept[p]):
+                out.append(p)
+        return out
+
+    def _rank(self, q: np.ndarray, readable: frozenset, support: np.ndarray, keep: np.ndarray,
+              k: int) -> "_Ranking":
+        """The store's top ``max(k, rerank_depth)`` of the kept support (Kleene exclusion as a
+        search filter, before truncation), exact cosines, then gate re-scoring (and calibrated
+        drops) of the cosine's top ``rerank_depth``."""
         idx = self._index
         matrix = self.store.vector_matrix()
-        slots = idx.slot[support]
-        if len(support) > 0.25 * matrix.shape[0]:
-            cos = _matvec(matrix, q)[slots]  # one pass over the file beats a gather
-        else:
-            cos = _matvec(matrix[slots], q)
-        cos = cos.astype(np.float64)
 
         def exact_cos(pos: np.ndarray) -> np.ndarray:
-            rows = np.asarray(matrix[idx.slot[pos]], dtype=np.float32)
-            return (rows * q).sum(axis=1, dtype=np.float64)
+            return exact_cosines(matrix, idx.slot[pos], q)
 
         gated = self.gate is not None and self.config.use_gate
         depth = max(k, self.config.rerank_depth) if gated else k
-        head, head_cos = self._top(support[keep], cos[keep], depth, exact_cos)
+        head = np.zeros(0, dtype=np.int64)
+        if keep.any():
+            kept = np.zeros(len(idx.ids), dtype=bool)
+            kept[support[keep]] = True
+            states, ids = self._exclusion_filter(support, keep)
+            head = np.asarray(self._search(q, readable, depth, kept, states, ids), dtype=np.int64)
+        head, head_cos = self._top(head, exact_cos(head), depth)
         ranking = _Ranking(head[:k], dict(zip(head.tolist(), head_cos.tolist())), {}, [], gated,
-                           depth, cos, exact_cos)
+                           depth, q)
         if not gated or not len(head):
             return ranking
         d = self.config.rerank_depth
@@ -829,8 +799,8 @@ class GatedRetriever:
         return [replace(it, action=by_id[it.memory_id].action,
                         action_binding=by_id[it.memory_id].binding) for it in items]
 
-    def _exclusions(self, support: np.ndarray, verdicts: "_Verdicts",
-                    ranking: "_Ranking") -> tuple[list, dict]:
+    def _exclusions(self, support: np.ndarray, verdicts: "_Verdicts", ranking: "_Ranking",
+                    readable: frozenset) -> tuple[list, dict]:
         """Excluded ids the unfiltered cosine ranking would have considered (with reasons and
         their rank there), and counts by reason over the whole support."""
         idx = self._index
@@ -839,7 +809,8 @@ class GatedRetriever:
         excluded: list[Exclusion] = []
         dropped = ~verdicts.keep
         if log_depth and dropped.any():
-            top_all, _ = self._top(support, ranking.cos, log_depth, ranking.exact_cos)
+            # the unfiltered ranking of the support: the namespace filter only
+            top_all = np.asarray(self._search(ranking.query, readable, log_depth, None), dtype=np.int64)
             out = set(support[dropped].tolist())
             for rank, p in enumerate(top_all.tolist(), start=1):
                 if p in out:
@@ -853,27 +824,9 @@ class GatedRetriever:
                     counts[reason] = counts.get(reason, 0) + int(per_sig[s])
         return excluded, counts
 
-    def _top(self, positions: np.ndarray, scores: np.ndarray, n: int,
-             exact: Any = None) -> tuple[np.ndarray, np.ndarray]:
-        """The ``n`` best positions by score, ties broken by memory id ascending.
-
-        ``exact`` recomputes the scores of the shortlist row by row: a blocked matrix-vector
-        product can round identical rows differently, which would break true ties by slot
-        instead of by id. The shortlist keeps every score within ``1e-5`` of the n-th.
-        """
-        if len(positions) == 0 or n <= 0:
-            return positions[:0], scores[:0]
-        if len(positions) > n:
-            threshold = np.partition(scores, len(scores) - n)[len(scores) - n]
-            sel = scores >= threshold - (1e-5 if exact is not None else 0.0)
-            positions, scores = positions[sel], scores[sel]
-        if exact is not None:
-            scores = exact(positions)
-        names = np.array([self._index.ids[p] for p in positions.tolist()])
-        id_rank = np.empty(len(names), dtype=np.int64)
-        id_rank[np.argsort(names, kind="stable")] = np.arange(len(names))
-        order = rank_by_score(id_rank, np.arange(len(positions)), scores)
-        return positions[order][:n], scores[order][:n]
+    def _top(self, positions: np.ndarray, scores: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """The ``n`` best positions by score, ties by memory id ascending."""
+        return top_by_score(self._index.ids, positions, scores, n)
 
     # -- audit --------------------------------------------------------------------------------
 
