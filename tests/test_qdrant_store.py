@@ -259,3 +259,149 @@ def test_reopened_store_rebuilds_the_index_and_excludes_by_id(tmp_path):
     assert top[0][0] == "m000"
     assert "m000" not in [h[0] for h in store.search(vecs[0], ["alice"], 3, exclude_ids=["m000"])]
     store.close()
+
+
+# ----------------------------------------------------------------------------- one search path
+
+
+def store_pair(tmp_path):
+    """Both stores, empty, keyed by name (parametrised tests run each one)."""
+    return {"embedded": EmbeddedStore(tmp_path / "emb", IDENT, audit=None, fsync=False,
+                                      clock=fixed_clock()),
+            "qdrant": QdrantStore("mem", IDENT, location=":memory:", clock=fixed_clock())}
+
+
+@pytest.mark.parametrize("kind", ["embedded", "qdrant"])
+def test_search_filters_before_truncation(tmp_path, kind):
+    """The top of the unfiltered ranking is all other namespaces (and excluded states): the
+    filtered search still returns k records from the readable part."""
+    stores = store_pair(tmp_path)
+    store = stores[kind]
+    rng = np.random.default_rng(6)
+    q = rng.normal(size=DIM)
+    q /= np.linalg.norm(q)
+    near = q + 0.05 * rng.normal(size=(40, DIM))  # 40 records right next to the query ...
+    far = rng.normal(size=(12, DIM))  # ... and 12 anywhere
+    store.add_many([Memory(f"b{i:02d}", "bob", f"bob {i}") for i in range(30)], near[:30], encoder=IDENT)
+    store.add_many([Memory(f"s{i:02d}", "alice", f"old {i}") for i in range(10)], near[30:], encoder=IDENT)
+    for i in range(10):
+        store.retire(f"s{i:02d}", 1)
+    store.add_many([Memory(f"a{i:02d}", "alice", f"alice {i}") for i in range(12)], far, encoder=IDENT)
+    top_all = store.search(q, ["alice", "bob"], 40)
+    assert {h[0][0] for h in top_all} == {"b", "s"}  # the unfiltered top 40: none readable below
+    hits = store.search(q, ["alice"], 5, exclude_states=("stale",))
+    assert len(hits) == 5 and all(h[0].startswith("a") for h in hits)
+    M = {f"a{i:02d}": far[i] / np.linalg.norm(far[i]) for i in range(12)}
+    assert [h[0] for h in hits] == sorted(M, key=lambda m: -float(M[m] @ q))[:5]
+    by_id = store.search(q, ["alice"], 5, exclude_ids=[f"s{i:02d}" for i in range(10)])
+    assert [h[0] for h in by_id] == [h[0] for h in hits]
+    # through the retriever: namespaces from the ACL, the stale records excluded by the filter
+    r = GatedRetriever(store, FakeEncoder(), config=RetrieverConfig(acl=ACL))
+    calls = []
+    search = store.search
+
+    def spy(*args, **kwargs):
+        calls.append((args, kwargs))
+        return search(*args, **kwargs)
+
+    store.search = spy
+    r.encoder.encode = lambda texts, progress=False: q[None].astype(np.float32)
+    res = r.retrieve("anything", QueryContext(query_id="x", text="", principal="alice",
+                                              intent="current_state"), k=5)
+    assert res.ids == [h[0] for h in hits]
+    (args, kwargs), *_ = calls
+    assert args[1] == ["alice"] and args[2] == 5 and kwargs["exclude_states"] == ["stale"]
+    # exclusions are listed where the namespace-only ranking had them, all counted
+    unfiltered = [h[0] for h in search(q, ["alice"], 5)]
+    assert [(e.memory_id, e.cosine_rank) for e in res.excluded] == list(zip(unfiltered, range(1, 6)))
+    assert all(m.startswith("s") for m in unfiltered) and res.excluded_counts == {"lifecycle": 10}
+    for s in stores.values():
+        s.close()
+
+
+@pytest.mark.parametrize("kind", ["embedded", "qdrant"])
+def test_no_public_store_call_bypasses_the_namespace_filter(tmp_path, kind):
+    stores = store_pair(tmp_path)
+    store = stores[kind]
+    rng = np.random.default_rng(7)
+    secret = rng.normal(size=DIM)
+    store.add(Memory("bob-secret", "bob", "bob's pin is 4321", markers=("4321",)), secret, encoder=IDENT)
+    store.add_many([Memory(f"a{i}", "alice", f"alice {i}") for i in range(8)],
+                   rng.normal(size=(8, DIM)), encoder=IDENT)
+    for empty in ([], (), None, set()):
+        with pytest.raises(PermissionError):
+            store.search(secret, empty, 5)
+    for odd in ("", [""], [None], [1]):
+        with pytest.raises((PermissionError, ValueError)):
+            store.search(secret, odd, 5)
+    for namespaces in ("alice", ["alice"], {"alice"}, ("alice", "nobody")):
+        for kwargs in ({}, {"exclude_ids": ["a0"]}, {"exclude_states": ("current",)},
+                       {"exact": False}, {"exclude_ids": [f"a{i}" for i in range(8)]}):
+            hits = store.search(secret, namespaces, 50, **kwargs)
+            assert all(h[0].startswith("a") for h in hits), (namespaces, kwargs)
+    assert store.search(secret, ["nobody"], 5) == []
+    assert store.scan_markers(["alice"]) == [] and store.scan_markers([]) == []
+    # The store's namespace-filtered calls are reviewed above; the rest read or write by id for
+    # the trusted layer (GatedRetriever checks the ACL before each). A new public method must be
+    # classified here.
+    filtered = {"search", "scan_markers"}
+    by_id_or_admin = {
+        "add", "add_many", "get", "get_many", "update", "correct", "retire", "mark_reviewed",
+        "forget", "version", "changes_since", "vector_matrix", "vectors_for", "check_encoder",
+        "flush_outbox", "namespace_of", "ids", "close"}
+    extra = {"embedded": {"verify"}, "qdrant": set()}[kind]
+    attrs = {"encoder_identity", "dim", "audit", "clock", "path", "fsync", "collection", "client",
+             "local"}
+    public = {n for n in dir(store) if not n.startswith("_")} - attrs
+    assert public == filtered | by_id_or_admin | extra, sorted(public ^ (filtered | by_id_or_admin | extra))
+    for s in stores.values():
+        s.close()
+
+
+def test_both_stores_share_one_implementation_of_record_semantics():
+    from memgate.retriever.semantics import RecordSemantics
+    for name in ("add", "add_many", "update", "correct", "retire", "mark_reviewed", "forget",
+                 "check_encoder", "_flag_derived", "_cas", "_check_vector"):
+        assert getattr(EmbeddedStore, name) is getattr(RecordSemantics, name), name
+        assert getattr(QdrantStore, name) is getattr(RecordSemantics, name), name
+
+
+def test_identical_gated_rankings_exact_mode(tmp_path):
+    """With a gate (re-scoring depth below the support) and policy exclusions, both stores
+    return the same ids, cosines, gate scores and exclusions."""
+    import torch
+
+    from memgate.gate import MemGate, MemGateConfig
+
+    torch.manual_seed(0)
+    gate = MemGate(MemGateConfig(dim=DIM, hidden=32, encoder_id=IDENT["id"],
+                                 encoder_revision=IDENT["revision"], encoder_normalize=True,
+                                 init_std=1e-3, init_bias=0.0)).eval()
+    with torch.no_grad():  # a gate that is far from identity, so it reorders the cosine's head
+        for prm in gate.parameters():
+            prm.add_(0.5 * torch.randn_like(prm))
+    emb, qd = both(tmp_path)
+    vecs = populate([emb, qd], n=90, seed=8)
+    for s in (emb, qd):
+        s.retire("m003", 1)
+        s.forget("m006", Memory("m006-f", "alice", "forget it"), vecs[7], encoder=IDENT)
+    enc = FakeEncoder()
+    cfg = RetrieverConfig(acl=ACL, rerank_depth=7, fail_mode="open",
+                          policy_rules={"personal": {"reason": "purpose", "allow_only": ["chat"]}})
+    r_emb = GatedRetriever(emb, enc, gate=gate, config=cfg)
+    r_qd = GatedRetriever(qd, enc, gate=gate, config=cfg)
+    reordered = False
+    for i in range(6):
+        principal = ("alice", "bob", "team")[i % 3]
+        c = dict(text="", principal=principal, purpose=("chat", "ads")[i % 2], intent="current_state")
+        a = r_emb.retrieve(f"q {i}", QueryContext(query_id=f"e{i}", **c), k=10)
+        b = r_qd.retrieve(f"q {i}", QueryContext(query_id=f"q{i}", **c), k=10)
+        assert a.ids == b.ids and a.ids
+        np.testing.assert_allclose([it.gate_score or 0 for it in a.items],
+                                   [it.gate_score or 0 for it in b.items], atol=1e-6)
+        assert [(e.memory_id, e.reasons) for e in a.excluded] == [(e.memory_id, e.reasons) for e in b.excluded]
+        assert a.excluded_counts == b.excluded_counts and a.candidates == b.candidates
+        reordered |= [it.memory_id for it in sorted(a.items, key=lambda it: -it.cosine)] != a.ids
+    assert reordered  # the gate did change an order, so the comparison covers its path
+    emb.close()
+    qd.close()

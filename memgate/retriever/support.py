@@ -30,9 +30,9 @@ def readable_namespace_list(namespaces: Any) -> list[str]:
     ns = sorted(set(namespaces or ()))
     if not ns:
         raise PermissionError("search needs the readable namespaces; there is no unfiltered search")
-    bad = [n for n in ns if not isinstance(n, str)]
+    bad = [n for n in ns if not isinstance(n, str) or not n]
     if bad:
-        raise TypeError(f"namespaces must be strings, got {bad!r}")
+        raise ValueError(f"namespaces must be non-empty strings, got {bad!r}")
     return ns
 
 
