@@ -17,10 +17,14 @@ Where it differs from :class:`memgate.retriever.EmbeddedStore` (see docs/qdrant.
   one process per path); several processes writing one server collection need a single
   writer in front of it.
 - The audit log (optional) is appended after the Qdrant write, without an outbox.
-- ``search()`` runs the namespace restriction (and the Kleene exclusions expressible as payload
-  fields or ids) inside Qdrant's vector search as a filter. ``GatedRetriever`` also works on this
-  store unchanged through ``changes_since()`` / ``vector_matrix()`` (a local mirror of the
-  vectors, refreshed from the points), ranking exactly as on the embedded store.
+- ``search()`` (the ``MemoryStore`` candidate search, the retriever's only query path) runs
+  the namespace restriction and the Kleene exclusions expressible as payload fields or ids
+  inside Qdrant's vector search as a filter, before truncation. ``GatedRetriever`` reads the
+  metadata through ``changes_since()`` and the re-scored head's vectors through
+  ``vector_matrix()`` (a local mirror of the vectors, refreshed from the points).
+
+The write semantics (CAS, supersession, review flags, forget) are
+:class:`memgate.retriever.semantics.RecordSemantics`, shared with ``EmbeddedStore``.
 """
 
 from __future__ import annotations
