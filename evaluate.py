@@ -52,7 +52,7 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 
     from memgate.config import resolve_path
-    from memgate.evaluate_run import CORE_ROUTES, evaluate, evaluate_cases, ensure_eval_data
+    from memgate.evaluate_run import CORE_ROUTES, ensure_eval_data, evaluate, evaluate_cases
 
     routes = tuple(args.routes.split(",")) if args.routes else CORE_ROUTES
     if args.cases:

@@ -14,7 +14,6 @@ import json
 import os
 import platform
 import time
-from pathlib import Path
 
 from memgate.config import REPO_ROOT
 

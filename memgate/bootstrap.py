@@ -57,7 +57,7 @@ def _pairs(values: Values, groups: Sequence[Hashable] | None) -> tuple[list, np.
     gids = list(groups)
     if len(gids) != len(vals_list):
         raise ValueError(f"values has {len(vals_list)} items, groups has {len(gids)}")
-    return gids, np.asarray([_as_float(v) for v in vals_list], dtype=float)
+    return gids, np.asarray(vals_list, dtype=float)  # None -> NaN, bool -> 0/1, as _as_float
 
 
 def _sums(gids: list, vals: np.ndarray, universe: Sequence[Hashable]) -> tuple[np.ndarray, np.ndarray]:
@@ -143,13 +143,18 @@ def group_bootstrap_many(
         w = _group_weights(rng, n_groups, stop - start)
         with np.errstate(invalid="ignore", divide="ignore"):
             reps[start:stop] = (w @ S) / (w @ C)
+    # Percentiles of every all-finite column in one call; the rest one by one (same result).
+    finite = np.isfinite(reps).all(axis=0)
+    bounds = np.full((2, len(keys)), np.nan)
+    if finite.any():
+        bounds[:, finite] = np.quantile(reps[:, finite], [alpha / 2.0, 1.0 - alpha / 2.0], axis=0)
     for m, key in enumerate(keys):
         total_c = C[:, m].sum()
         if total_c == 0:
             out[key] = (None, None, None)
             continue
         point = float(S[:, m].sum() / total_c)
-        lo, hi = _percentiles(reps[:, m], alpha)
+        lo, hi = (float(bounds[0, m]), float(bounds[1, m])) if finite[m] else _percentiles(reps[:, m], alpha)
         out[key] = (point, lo, hi)
     return out
 

@@ -175,14 +175,14 @@ def breakdowns(source: EvalSource, result: SourceResult, settings: EvalSettings)
     for i, qid in enumerate(result.query_ids):
         for name in slices_of(source, qid):
             membership.setdefault(name, []).append(i)
+    trimmed = {route: [{k: q.get(k) for k in BREAKDOWN_KEYS} for q in per_query]
+               for route, per_query in result.per_query.items()}
     out = {}
     for name, idx in sorted(membership.items()):
         select = np.zeros(len(result.query_ids), dtype=bool)
         select[idx] = True
-        out[name] = {}
-        for route, per_query in result.per_query.items():
-            trimmed = [{k: q.get(k) for k in BREAKDOWN_KEYS} for q in per_query]
-            out[name][route] = summarize_route(trimmed, result.groups, settings, select)
+        out[name] = {route: summarize_route(rows, result.groups, settings, select)
+                     for route, rows in trimmed.items()}
     return out
 
 

@@ -191,6 +191,18 @@ def _item_reasons(mid: Hashable, reasons: Mapping | None, a: bool | None) -> fro
     if reasons is None or mid not in reasons:
         return frozenset()
     raw = reasons[mid]
+    if type(raw) is tuple:  # labels give tuples: validate each distinct (reasons, a) once
+        key = (raw, a)
+        if key not in _CHECKED_REASONS:
+            _CHECKED_REASONS[key] = _checked_reasons(mid, raw, a)
+        return _CHECKED_REASONS[key]
+    return _checked_reasons(mid, raw, a)
+
+
+_CHECKED_REASONS: dict = {}
+
+
+def _checked_reasons(mid: Hashable, raw: Any, a: bool | None) -> frozenset:
     if isinstance(raw, str) or not isinstance(raw, Iterable):
         raise TypeError(f"reasons[{mid!r}] must be an iterable of reason strings, got {raw!r}")
     out = set()

@@ -16,7 +16,7 @@ from typing import Callable, Optional
 import numpy as np
 import torch
 
-from memgate.records import route_verdict
+from memgate.candidate_support import SupportTables
 from memgate.sources import RouteView
 
 
@@ -95,31 +95,37 @@ def rank_by_score(ids_rank: np.ndarray, candidates: np.ndarray, scores: np.ndarr
 
 
 class GateScorer:
-    """Gate scores computed once per (query, memory) and reused by every gated route."""
+    """Gate scores computed once per (query, memory) and reused by every gated route.
+
+    Scores go through ``FusedGateScorer`` (the same function as ``MemGate.score``, checked in
+    tests/test_retriever_scoring.py): the memory part of the first layer is computed once per
+    memory of the source and the query part once per query, leaving the q * v term and the
+    remaining layers per pair.
+    """
 
     def __init__(self, gate, memory_vectors: np.ndarray, query_vectors: np.ndarray):
+        from memgate.retriever.scoring import FusedGateScorer
+
         self.gate = gate
         self.M = torch.from_numpy(np.ascontiguousarray(memory_vectors, dtype=np.float32))
         self.Q = torch.from_numpy(np.ascontiguousarray(query_vectors, dtype=np.float32))
+        self._fused = FusedGateScorer(gate)
+        self._v_part: Optional[torch.Tensor] = None  # (memories, hidden), on first use
         self._cache: dict[int, dict[int, float]] = {}
         self.gate_scorings = 0
 
-    @torch.no_grad()
-    def prefetch(self, wanted: dict, chunk: int = 8192) -> None:
-        """Score many (query, memory) pairs in large batches: {query index: memory indices}."""
-        qs, ms = [], []
+    def prefetch(self, wanted: dict) -> None:
+        """Score many (query, memory) pairs: {query index: memory indices}."""
+        if self._v_part is None:
+            self._v_part = self._fused.memory_part(self.M)
         for qi, candidates in wanted.items():
             cached = self._cache.setdefault(qi, {})
-            for c in candidates:
-                if int(c) not in cached:
-                    qs.append(qi)
-                    ms.append(int(c))
-        for start in range(0, len(qs), chunk):
-            qi_t = torch.as_tensor(qs[start:start + chunk], dtype=torch.long)
-            mi_t = torch.as_tensor(ms[start:start + chunk], dtype=torch.long)
-            values = self.gate.score(self.Q[qi_t], self.M[mi_t].unsqueeze(1))[:, 0].tolist()
-            for qi, mi, value in zip(qs[start:start + chunk], ms[start:start + chunk], values):
-                self._cache[qi][mi] = value
+            todo = [int(c) for c in candidates if int(c) not in cached]
+            if not todo:
+                continue
+            index = torch.as_tensor(todo, dtype=torch.long)
+            values = self._fused.score(self.Q[qi], self.M[index], self._v_part[index]).tolist()
+            cached.update(zip(todo, values))
             self.gate_scorings += len(values)
 
     def scores(self, qi: int, candidates: np.ndarray) -> np.ndarray:
@@ -171,9 +177,8 @@ class RouteRunner:
         self._ns_code = {n: i for i, n in enumerate(namespaces)}
         # Memories without a namespace get -1: never readable (missing scope is not imputed).
         self._ns = np.array([self._ns_code.get(m.namespace, -1) for m in view.memories], dtype=np.int64)
-        self._current_or_unknown = np.array(
-            [m.lifecycle_state in ("current", "unknown") for m in view.memories], dtype=bool
-        )
+        self.tables = SupportTables(view, self._ns_code)
+        self._support_cache: dict = {}
 
     def available(self, spec: RouteSpec) -> Optional[str]:
         """None if the route can run; otherwise a one-line reason to skip it."""
@@ -250,32 +255,17 @@ class RouteRunner:
         return self._cos_cache[qi]
 
     def support(self, qi: int, spec: RouteSpec) -> np.ndarray:
-        """Positions (into the pool) of the route's candidates, after exclusion.
+        """Positions (into the pool) of the route's candidates, after exclusion (memoised: a
+        route asks again for the same query, and ``head`` and ``run`` share it)."""
+        key = (qi, spec)
+        if key not in self._support_cache:
+            pool = self.view.pools[self.view.queries[qi].query_id]
+            self._support_cache[key] = self.tables.support(spec, self._ns, qi, pool)
+        return self._support_cache[key]
 
-        Namespace and lifecycle-state filters are vectorised; the Kleene verdict is computed
-        only for candidates that survive them (the namespace routes leave a handful).
-        """
-        query = self.view.queries[qi]
-        pool = self.view.pools[query.query_id]
-        keep = np.ones(len(pool), dtype=bool)
-        if spec.namespace:
-            readable = [self._ns_code[n] for n in (query.namespaces or ()) if n in self._ns_code]
-            keep &= np.isin(self._ns[pool], np.array(readable, dtype=np.int64))
-        if spec.current_only:
-            keep &= self._current_or_unknown[pool]
-        if spec.kleene:
-            # Scope is one Kleene axis: drop known wrong-scope memories in one vectorised step
-            # (a missing namespace is unresolved, so it survives to the full verdict below; so does
-            # every memory when the query has no readable set: scope is then unresolved, not False).
-            if query.namespaces is not None:
-                readable = [self._ns_code[n] for n in query.namespaces if n in self._ns_code]
-                keep &= np.isin(self._ns[pool], np.array(readable, dtype=np.int64)) | (self._ns[pool] < 0)
-            for j in np.flatnonzero(keep):
-                memory = self.view.memories[pool[j]]
-                a = route_verdict(memory, query, self.view.policy_rules).admissible
-                if a is False or (spec.kleene == "closed" and a is None):
-                    keep[j] = False
-        return np.flatnonzero(keep)
+    def inclusion(self, spec: RouteSpec, memories: np.ndarray, queries: np.ndarray) -> np.ndarray:
+        """(queries x memories) booleans: is the memory in the query's support (pool aside)?"""
+        return self.tables.inclusion(spec, self._ns, memories, queries)
 
     def head(self, qi: int, spec: RouteSpec) -> np.ndarray:
         """The candidates a re-scoring route sends to the gate: its top ``rerank_depth``."""
@@ -334,6 +324,7 @@ class RouteRunner:
         """A copy whose route-visible namespace column is replaced (random_partition)."""
         clone = copy.copy(self)
         clone._ns = namespaces
+        clone._support_cache = {}
         return clone
 
 

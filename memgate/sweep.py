@@ -22,8 +22,8 @@ to ``metrics.json`` under ``sweep``, with every seed's mean.
 
 Speed: the clean pass memoises every (route, query) result; a corrupted run re-ranks only the
 queries whose support can differ (a corrupted memory enters or leaves it, or the query's own
-context changed) and the Kleene verdicts are vectorised (``SweepRunner``). Both are checked
-against ``run_source`` on the corrupted sources in tests/test_corruption.py.
+context changed), and ``RouteRunner.inclusion`` (``memgate.candidate_support``) finds those queries for all
+queries at once. Checked against a full re-run on the corrupted sources in tests/test_corruption.py.
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from memgate.admissibility import INTENTS, lifecycle_value
 from memgate.corruption import CHANNELS, RATES, corrupt_source, corruption_rng, corruption_tag, field_of
 from memgate.evaluation import EvalSettings, PreparedSource
 from memgate.protocol import EPS, routes_row, score_query
@@ -87,149 +86,6 @@ def largest_rate_beating(rates: Sequence[float], means: Sequence[Optional[float]
 
 def _round(x: Optional[float]) -> Optional[float]:
     return None if x is None else round(float(x), 10)
-
-
-def _tri(value) -> int:
-    return -1 if value is None else int(value)
-
-
-class SweepRunner(RouteRunner):
-    """``RouteRunner`` whose candidate support is vectorised, per query and across queries.
-
-    ``RouteRunner.support`` calls ``route_verdict`` once per surviving candidate, which is cheap on
-    clean metadata (a namespace leaves a handful) and very slow under corruptions that make much
-    of the store readable (``namespace:false_allow``). Here the three axes come from per-memory
-    tables (policy per query purpose, lifecycle per intent, scoped supersession per query
-    applicability) joined by a vectorised strong Kleene AND, and ``inclusion`` evaluates the
-    support rule for a set of memories against every query at once. The verdicts are
-    ``route_verdict``'s: tests/test_corruption.py compares the sweep with ``run_source`` on
-    corrupted sources for every channel.
-    """
-
-    def __init__(self, view, *args, **kwargs):
-        super().__init__(view, *args, **kwargs)
-        rules = view.policy_rules
-        mems, queries = view.memories, view.queries
-        purposes = list(dict.fromkeys(q.purpose for q in queries))
-        self._purpose_col = {p: i for i, p in enumerate(purposes)}
-        self._policy = np.empty((len(mems), len(purposes)), dtype=np.int8)
-        by_tags: dict = {}
-        for i, m in enumerate(mems):
-            if m.policy_tags not in by_tags:
-                by_tags[m.policy_tags] = [_tri(rules.evaluate(m.policy_tags, p)[0]) for p in purposes]
-            self._policy[i] = by_tags[m.policy_tags]
-        by_state = {s: [_tri(lifecycle_value(s, intent)) for intent in INTENTS]
-                    for s in ("current", "stale", "superseded", "forgotten", "unknown")}
-        self._life = np.array([by_state[m.lifecycle_state] for m in mems], dtype=np.int8).reshape(
-            len(mems), len(INTENTS))
-        self._scoped = np.array([m.lifecycle_state == "superseded" and m.supersession_scope is not None
-                                 for m in mems], dtype=bool)
-        # Scoped supersession, column-wise over the scoped memories (SupersessionScope.contains).
-        scopes = [mems[i].supersession_scope for i in np.flatnonzero(self._scoped)]
-        self._scoped_pos = np.cumsum(self._scoped) - 1  # memory index -> row among the scoped
-        self._sc_subject = np.array([sc.subject for sc in scopes], dtype=object)
-        self._sc_has_subject = np.array([sc.subject is not None for sc in scopes], dtype=bool)
-        self._sc_has_window = np.array([sc.valid_from is not None or sc.valid_to is not None
-                                        for sc in scopes], dtype=bool)
-        self._sc_from = [sc.valid_from or "" for sc in scopes]
-        self._sc_to = [sc.valid_to for sc in scopes]
-        self._readable_cache: dict = {}
-        self._scoped_cache: dict = {}
-        self._support_cache: dict = {}
-        # Per query: readable namespace codes (a row of a table), purpose column, intent column.
-        self._q_readable = np.zeros((len(queries), len(self._ns_code) + 1), dtype=bool)
-        for qi, q in enumerate(queries):
-            table = self._readable(q.namespaces)
-            if table is not None:
-                self._q_readable[qi] = table
-        self._q_has_ns = np.array([q.namespaces is not None for q in queries], dtype=bool)
-        self._q_purpose = np.array([self._purpose_col[q.purpose] for q in queries], dtype=np.int64)
-        self._q_intent = np.array([INTENTS.index(q.intent) for q in queries], dtype=np.int64)
-
-    def _readable(self, namespaces) -> Optional[np.ndarray]:
-        """Boolean table over namespace codes (last entry: code -1, never readable)."""
-        if namespaces is None:
-            return None
-        if namespaces not in self._readable_cache:
-            table = np.zeros(len(self._ns_code) + 1, dtype=bool)
-            table[[self._ns_code[n] for n in namespaces if n in self._ns_code]] = True
-            self._readable_cache[namespaces] = table
-        return self._readable_cache[namespaces]
-
-    def _scoped_lifecycle(self, subject, time, intent) -> np.ndarray:
-        """Lifecycle tri-state of every scoped-superseded memory for one query applicability."""
-        key = (subject, time, intent)
-        if key not in self._scoped_cache:
-            n = len(self._sc_subject)
-            if subject is None:
-                subj = np.where(self._sc_has_subject, -1, 1)
-            else:
-                subj = np.where(self._sc_has_subject, (self._sc_subject == subject).astype(np.int8), 1)
-            if time is None:
-                window = np.where(self._sc_has_window, -1, 1)
-            else:
-                inside = [time >= f and (t is None or time < t) for f, t in zip(self._sc_from, self._sc_to)]
-                window = np.where(self._sc_has_window, np.array(inside, dtype=np.int8).reshape(n), 1)
-            inside = _and3(np.stack([subj, window]).reshape(2, n))
-            # inside -> superseded, outside -> current, unresolved -> unknown (effective_state)
-            value = {s: _tri(lifecycle_value(s, intent)) for s in ("superseded", "current", "unknown")}
-            self._scoped_cache[key] = np.select(
-                [inside == 1, inside == 0], [value["superseded"], value["current"]], value["unknown"]
-            ).astype(np.int8)
-        return self._scoped_cache[key]
-
-    def support(self, qi: int, spec: RouteSpec) -> np.ndarray:
-        key = (qi, spec)
-        if key not in self._support_cache:  # run() asks again for the same (query, route)
-            query = self.view.queries[qi]
-            pool = self.view.pools[query.query_id]
-            # Pre-filter to what scope can keep (the namespace routes need a readable namespace;
-            # a Kleene route drops a known wrong scope), then the full rule on those only.
-            table = self._readable(query.namespaces)
-            if table is None:
-                cand = np.zeros(0, dtype=np.int64) if spec.namespace else np.arange(len(pool))
-            elif spec.namespace:
-                cand = np.flatnonzero(table[self._ns[pool]])
-            elif spec.kleene:
-                ns = self._ns[pool]
-                cand = np.flatnonzero(table[ns] | (ns < 0))
-            else:
-                cand = np.arange(len(pool))
-            keep = self.inclusion(spec, pool[cand], np.array([qi]))[0]
-            self._support_cache[key] = cand[keep]
-        return self._support_cache[key]
-
-    def inclusion(self, spec: RouteSpec, memories: np.ndarray, queries: np.ndarray) -> np.ndarray:
-        """(len(queries), len(memories)) booleans: is the memory in the query's support (pool
-        membership aside)?"""
-        memories = np.asarray(memories, dtype=np.int64)
-        ns = self._ns[memories]
-        readable = self._q_readable[queries][:, ns]  # code -1 -> the last column, never readable
-        keep = np.ones(readable.shape, dtype=bool)
-        if spec.namespace:
-            keep &= readable
-        if spec.current_only:
-            keep &= self._current_or_unknown[memories][None, :]
-        if spec.kleene:
-            scope = np.where(ns[None, :] < 0, -1, readable.astype(np.int8))
-            scope[~self._q_has_ns[queries], :] = -1
-            policy = self._policy[np.ix_(memories, self._q_purpose[queries])].T
-            life = self._life[np.ix_(memories, self._q_intent[queries])].T
-            scoped = np.flatnonzero(self._scoped[memories])
-            if len(scoped):
-                life = life.copy()
-                rows = self._scoped_pos[memories[scoped]]
-                for r, qi in enumerate(queries):
-                    q = self.view.queries[qi]
-                    life[r, scoped] = self._scoped_lifecycle(q.subject, q.time, q.intent)[rows]
-            a = _and3(np.stack([scope, policy, life]))
-            keep &= (a != 0) if spec.kleene == "open" else (a == 1)
-        return keep
-
-
-def _and3(axes: np.ndarray) -> np.ndarray:
-    """Strong Kleene AND over axis 0 of an int array coded 1 / 0 / -1 (True / False / None)."""
-    return np.where((axes == 0).any(axis=0), 0, np.where((axes == 1).all(axis=0), 1, -1))
 
 
 class _Scorer:
@@ -395,8 +251,8 @@ def sweep_source(
     if gate is not None and gate.config.dim == M.shape[1]:
         gate_scorer = GateScorer(gate, M, Q)
 
-    def make_runner(source: EvalSource) -> SweepRunner:
-        return SweepRunner(source.route_view(), M, Q, gate_scorer,
+    def make_runner(source: EvalSource) -> RouteRunner:
+        return RouteRunner(source.route_view(), M, Q, gate_scorer,
                            rerank_depth=settings.rerank_depth, drop_threshold=settings.drop_threshold)
 
     clean_runner = make_runner(clean)

@@ -11,7 +11,6 @@ import json
 import logging
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable, Optional
 
 import lightning as L
@@ -22,8 +21,8 @@ from torch.utils.data import DataLoader, Dataset
 from memgate.encoder import Encoder
 from memgate.gate import MemGate
 from memgate.objective import LossConfig, preference_loss
-from memgate.triples import read_triples  # noqa: F401  (re-exported)
 from memgate.seeding import component_rng
+from memgate.triples import read_triples  # noqa: F401  (re-exported)
 
 log = logging.getLogger(__name__)
 

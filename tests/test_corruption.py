@@ -331,3 +331,36 @@ def test_sweep_marks_every_changed_support_as_affected(prepared):
     sweep_source(prepared, settings, None, seeds=1, rates=[0.05, 0.3], rows="none", verify=True,
                  routes=["namespace_dense", "current_only", "kleene_gate", "kleene_gate_fail_closed",
                          "post_filter_20"])
+
+
+def _reference_support(view, qi: int, spec) -> np.ndarray:
+    """The support rule written out pair by pair with ``route_verdict`` (what memgate.candidate_support
+    vectorises): namespace routes keep readable namespaces, current_only keeps current and
+    unknown states, Kleene routes drop a = False (and a = None when fail-closed)."""
+    query = view.queries[qi]
+    keep = []
+    for j, mi in enumerate(view.pools[query.query_id]):
+        memory = view.memories[mi]
+        if spec.namespace and (query.namespaces is None or memory.namespace not in query.namespaces):
+            continue
+        if spec.current_only and memory.lifecycle_state not in ("current", "unknown"):
+            continue
+        if spec.kleene:
+            a = route_verdict(memory, query, view.policy_rules).admissible
+            if a is False or (spec.kleene == "closed" and a is None):
+                continue
+        keep.append(j)
+    return np.array(keep, dtype=np.int64)
+
+
+@pytest.mark.parametrize("channel", [None, *CHANNELS])
+def test_route_support_is_route_verdict_pair_by_pair(prepared, channel):
+    """RouteRunner's vectorised support equals the per-pair route_verdict rule, on clean metadata
+    and on every corruption channel (which makes much of the store readable or unresolved)."""
+    source = prepared.source if channel is None else corrupt(prepared.source, channel, 0.3)
+    runner = RouteRunner(source.route_view(), prepared.memory_vectors, prepared.query_vectors)
+    specs = [s for s in ROUTE_SPECS.values() if s.namespace or s.kleene or s.current_only]
+    for spec in specs:
+        for qi in range(len(source.queries)):
+            expected = _reference_support(source.route_view(), qi, spec)
+            np.testing.assert_array_equal(runner.support(qi, spec), expected, err_msg=f"{spec.name} {qi}")

@@ -262,3 +262,31 @@ def test_evaluate_writes_sweep_and_plots(tmp_path, monkeypatch):
     rows = [json.loads(line) for line in (tmp_path / "routes_sweep.jsonl").read_text().splitlines()]
     assert all(r["corruption"] != "clean" and "@" in r["corruption"] for r in rows)
     assert {r["route"] for r in rows} == {"namespace_dense", "kleene_gate", "current_only"}
+
+
+def test_every_budget_is_scored_when_a_ranking_is_shorter_than_the_budgets():
+    """Namespace routes here rank 12 memories, so the top 50 and the top 100 are the same list:
+    each budget still gets its own metrics, equal to scoring that budget directly (the per-query
+    memo must key on the budget too)."""
+    from memgate.protocol import query_metrics, score_query
+
+    prepared = build(n_groups=5, per_group=12)
+    settings = EvalSettings(routes=["namespace_dense", "random_partition", "global_dense"],
+                            budgets=(10, 50, 100), n_boot=10)
+    result = run_source(prepared, settings)
+    source = prepared.source
+    for route in settings.routes:
+        for qi, (query, metrics) in enumerate(zip(source.queries, result.per_query[route])):
+            for k in settings.budgets:
+                assert f"recall_required@{k}" in metrics, (route, k)
+            if route == "random_partition":
+                continue
+            ranked = result.rankings[route][qi]
+            labels = {mid: source.label(query.query_id, mid) for mid in ranked}
+            for k in settings.budgets:
+                outcome = score_query(ranked[:k], source.anchor_groups[query.query_id],
+                                      {m: lab.admissible for m, lab in labels.items()},
+                                      {m: lab.reasons for m, lab in labels.items()}, k_budget=k)
+                expected = query_metrics(outcome, k)
+                expected.pop("mrr_required")
+                assert {key: metrics[key] for key in expected} == expected, (route, k)

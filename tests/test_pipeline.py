@@ -86,8 +86,8 @@ def test_kleene_gate_never_exposes_a_metadata_visible_violation(trained):
     route-visible metadata reveals (a structural control)."""
     from memgate.evaluate_run import prepare
     from memgate.evaluation import EvalSettings, run_source
-    from memgate.train_run import encoder_from
     from memgate.synthetic import load_split
+    from memgate.train_run import encoder_from
 
     tmp, _ = trained
     source = load_split(tmp / "data", "test")
