@@ -48,7 +48,7 @@ from typing import Optional
 import numpy as np
 
 from data_gen.generate import REAL_CANDIDATES
-from data_gen.real_text import RELATIONS, SCENARIO_OF, candidate_pools
+from data_gen.real_text import RELATIONS, SCENARIO_OF, candidate_pools, text_visible
 from memgate.admissibility import and3
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -291,6 +291,9 @@ def mine_real(rows: list[dict], matrix, spec: dict) -> tuple[list, dict]:
     relation (``other_domain``, ``other_episode``): the ``negatives_per_positive`` candidates of
     that relation whose cosine to the query is the closest to cos(q, m+) (ties: the smaller
     memory id), without reuse inside the row and relation until every candidate has been used.
+    Only candidates whose violation the texts reveal are eligible (``real_text.text_visible``:
+    an other-episode turn only when the query names something of its own episode that the turn
+    does not contain), so every real triple is text-visible.
     When none of the row's positives is the query's top-1 over its pool, only candidates with
     cos(q, m-) <= cos(q, m+) are eligible (hard negatives only where the query also has a hard
     positive; a positive with no eligible candidate yields no triple).
@@ -309,13 +312,16 @@ def mine_real(rows: list[dict], matrix, spec: dict) -> tuple[list, dict]:
         pos_idx = [index[p["memory_id"]] for p in row["positives"]]
         everything = pos_idx + pools["other_domain"][qid] + pools["other_episode"][qid]
         top = float(sims[everything].max())
+        names = row.get("query_names") or []
         # Hard negatives only beside a hard positive: when no positive is the query's top-1, m- is
         # drawn from the candidates at or below cos(q, m+), so per relation the queries with a hard
         # negative are a subset of the queries with a hard positive.
         above_ok = max(float(sims[i]) for i in pos_idx) >= top
         n = 0
         for relation in RELATIONS:
-            cand = np.asarray(pools[relation][qid], dtype=np.int64)
+            # only candidates whose violation the texts reveal (data_gen.real_text.text_visible)
+            cand = np.asarray([i for i in pools[relation][qid] if text_visible(relation, names, turns[i][1])],
+                              dtype=np.int64)
             if not len(cand):
                 continue
             cs = sims[cand]

@@ -8,7 +8,8 @@ per checkpoint that has at least one include-matched turn, to ``train/real_candi
 
     {"query_id": <checkpoint id>, "group_id": <episode id>, "domain", "query_type", "query_text",
      "positives": [{"memory_id", "text"}],   # the checkpoint's include-matched turns (m+)
-     "protected": [{"memory_id", "text"}]}   # its leak_targets / not_include turns (never m-)
+     "protected": [{"memory_id", "text"}],   # its leak_targets / not_include turns (never m-)
+     "query_names": [...]}                   # names the query shares with its positives
 
 - positives (m+): the checkpoint's own include-matched turns up to ``as_of`` that are not
   protected (at most ``max_positives``, a seeded sample kept in turn order when there are more);
@@ -20,6 +21,13 @@ per checkpoint that has at least one include-matched turn, to ``train/real_candi
   checkpoint's query (the symmetric beneficial control), so "this turn is bad" is never learnable
   without the query.
 
+Visibility: an ``other_domain`` m- is text-visible (the turn's subject matter belongs to another
+domain). An ``other_episode`` m- is text-visible only when the query names something of its own
+episode (``query_names``: capitalised words after the first that also occur in one of its
+positives, possessive 's dropped, lower-cased) that the m- text does not contain; otherwise
+("give me the current date and room") another organisation's turn cannot be told apart by text
+and is not a candidate: ``data_gen.mine`` only draws text-visible negatives.
+
 ``data_gen.mine`` chooses the negatives at natural similarity with the encoder (see its docstring)
 and counts the resulting training triples in meta.json ``real_text_triples``.
 
@@ -29,6 +37,8 @@ without real text: no candidates, ``real_splits`` null and a note in meta.json `
 
 from __future__ import annotations
 
+import functools
+import re
 from pathlib import Path
 from typing import Optional
 
@@ -36,6 +46,31 @@ SOURCE = "gatemem"
 RELATIONS = ("other_domain", "other_episode")
 SCENARIO_OF = {"other_domain": "real_cross_domain", "other_episode": "real_wrong_scope"}
 CANDIDATES_FILE = "real_candidates.jsonl"
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9'-]*")
+
+
+def _norm(word: str) -> str:
+    return re.sub(r"'s$", "", word.lower())
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def words_of(text: str) -> frozenset:
+    """Lower-cased words of ``text``, possessive 's dropped (memoised: mining asks per candidate)."""
+    return frozenset(_norm(w) for w in _WORD.findall(text))
+
+
+def query_names(query: str, positives: list[dict]) -> list[str]:
+    """Capitalised words of the query (not its first word) that also occur in a positive."""
+    words = _WORD.findall(query)
+    pos_words = set().union(*(words_of(p["text"]) for p in positives)) if positives else set()
+    return sorted({_norm(w) for w in words[1:] if w[0].isupper()} & pos_words)
+
+
+def text_visible(relation: str, names: list[str], neg_text: str) -> bool:
+    """Whether the violation of (query, m-) is recoverable from the texts (see the module doc)."""
+    if relation == "other_domain":
+        return True
+    return bool(set(names) - words_of(neg_text))
 
 
 def check_real_text(cfg: dict) -> None:
@@ -87,6 +122,7 @@ def build_real_candidates(cfg: dict, root: Optional[Path] = None) -> tuple[list[
             "query_type": r["query_type"], "query_text": r["query_text"],
             "positives": _sample(rng, r["positives"], spec["max_positives"]),
             "protected": list(r["protected"]),
+            "query_names": query_names(r["query_text"], r["positives"]),
         })
     out.sort(key=lambda row: row["query_id"])
     pools = candidate_pools(out)

@@ -16,7 +16,14 @@ import pytest
 from data_gen.config import resolve
 from data_gen.generate import SPLITS, data_hash, run
 from data_gen.mine import _cos_lookup, mine, mine_real
-from data_gen.real_text import RELATIONS, SCENARIO_OF, build_real_candidates, candidate_pools
+from data_gen.real_text import (
+    RELATIONS,
+    SCENARIO_OF,
+    build_real_candidates,
+    candidate_pools,
+    text_visible,
+    words_of,
+)
 from memgate.real_data.testing import require_real_data
 
 SMALL = {
@@ -52,19 +59,24 @@ class HashEncoder:
 
 
 def _fake_rows() -> list[dict]:
-    """Two domains x two episodes x two checkpoints, three positives each."""
+    """Two domains x two episodes x three checkpoints, three positives each; checkpoint 2 of each
+    episode names nothing (its other-episode negatives are not text-visible)."""
+    from data_gen.real_text import query_names
+
     rows = []
     for dom in ("medical", "office"):
         for e in range(2):
             ep = f"{dom}_ep{e}"
-            for c in range(2):
+            name = f"Project {dom.title()}{e}"
+            for c in range(3):
                 qid = f"{ep}_ckpt_{c}"
+                query = f"What about {name} item {c}?" if c < 2 else f"what is the current {dom} item {e}?"
+                positives = [{"memory_id": f"{ep}:t{c}{j}", "text": f"role: {name} {dom} turn {c}{j}"}
+                             for j in range(3)]
                 rows.append({
                     "query_id": qid, "group_id": ep, "domain": dom, "query_type": "utility",
-                    "query_text": f"what about {dom} {e} {c}?",
-                    "positives": [{"memory_id": f"{ep}:t{c}{j}", "text": f"role: {dom} {e} turn {c}{j}"}
-                                  for j in range(3)],
-                    "protected": [],
+                    "query_text": query, "positives": positives, "protected": [],
+                    "query_names": query_names(query, positives),
                 })
     return sorted(rows, key=lambda r: r["query_id"])
 
@@ -108,6 +120,8 @@ def test_mine_real_rule_natural_similarity_and_balance():
         assert t["pos_id"] in {p["memory_id"] for p in row["positives"]}
         cands = [turns[i] for i in pools[t["relation"]][t["query_id"]]]
         assert t["neg_id"] in {c[0] for c in cands}
+        if t["relation"] == "other_episode":  # the query names its own project, the turn does not
+            assert row["query_names"] and not set(row["query_names"]) <= words_of(t["neg_text"])
         cp = cos(row["query_text"], t["pos_text"])
         assert t["cos_pos"] == cp and t["cos_neg"] == cos(row["query_text"], t["neg_text"])
         assert (t["hardness"] == "hard_negative") == (t["cos_neg"] > t["cos_pos"])
@@ -118,7 +132,8 @@ def test_mine_real_rule_natural_similarity_and_balance():
     for (qid, rel), t in firsts.items():
         q = by_q[qid]["query_text"]
         gaps = [abs(cos(q, turns[i][1]) - t["cos_pos"]) for i in pools[rel][qid]
-                if t["hardness"] == "hard_negative" or cos(q, turns[i][1]) <= t["cos_pos"]]
+                if (t["hardness"] == "hard_negative" or cos(q, turns[i][1]) <= t["cos_pos"])
+                and text_visible(rel, by_q[qid]["query_names"], turns[i][1])]
         assert abs(t["cos_neg"] - t["cos_pos"]) == pytest.approx(min(gaps), abs=1e-9)
     # balance: per scenario, every query with a hard negative also has a hard positive
     for scen in set(SCENARIO_OF.values()):
@@ -132,6 +147,10 @@ def test_mine_real_rule_natural_similarity_and_balance():
     assert all(t["beneficial"] == (t["pos_id"] in negs) for t in triples)
     again, _ = mine_real(rows, matrix, {"negatives_per_positive": 1})
     assert again == triples
+    unnamed = {r["query_id"] for r in rows if not r["query_names"]}
+    assert len(unnamed) == 4
+    assert not [t for t in triples if t["query_id"] in unnamed and t["relation"] == "other_episode"]
+    assert {t["query_id"] for t in triples if t["relation"] == "other_domain"} == set(by_q)
 
 
 def test_real_text_absent_generates_without_it(tmp_path, monkeypatch):
@@ -202,6 +221,7 @@ def test_real_candidates_only_from_generator_episodes(real_root, real_rows):
     generator = set(splits["gatemem"]["generator"])
     assert info["available"] is True and info["real_splits"] == splits and rows
     forbidden = set(splits["gatemem"]["select"]) | set(splits["gatemem"]["report"])
+    assert any(row["query_names"] for row in rows) and not all(row["query_names"] for row in rows)
     for row in rows:
         assert row["group_id"] in generator and row["group_id"] not in forbidden
         for turn in row["positives"] + row["protected"]:
