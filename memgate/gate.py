@@ -316,8 +316,20 @@ class MemGate(nn.Module):
     def forward(self, q: ArrayLike, V: ArrayLike) -> GateOutput:
         """Gated score, mask and reference cosine of every memory in V for the query q."""
         q, V, single = self._prepare(q, V)
-        g = self._mask_from_first(self.layers[0](self._features(q, V)))
+        g = self._mask_from_first(self._first_layer(q, V))
         return self._output(q, V, g, single)
+
+    def _first_layer(self, q: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
+        """The first layer on [q ; v ; q*v] without building the concatenation: W_q q once per
+        query, W_v v and W_qv (q * v) per memory (the same function as ``layers[0]`` on
+        ``_features``, a third fewer multiplications, no (B, N, 3d) copy)."""
+        blocks, b = self._first_layer_blocks(), self.layers[0].bias
+        h = V @ blocks["v"].T + b if "v" in blocks else b.expand(*V.shape[:-1], self.config.hidden)
+        if "q" in blocks:
+            h = h + (q @ blocks["q"].T).unsqueeze(-2)
+        if "qv" in blocks:
+            h = h + (q.unsqueeze(-2) * V) @ blocks["qv"].T
+        return h
 
     def mask(self, q: ArrayLike, V: ArrayLike) -> torch.Tensor:
         """g in [0, 1]^d for each memory: (N, d) or (B, N, d)."""

@@ -221,6 +221,17 @@ def test_precomputed_scores_equal_plain_scores(gen, features):
             gate.score_precomputed(q, V, v_part[:39])
 
 
+@pytest.mark.parametrize("features", FEATURE_SETS)
+def test_split_first_layer_is_the_linear_layer_on_the_concatenated_features(gen, features):
+    """forward never builds [q ; v ; q*v]; it must still compute layers[0] of exactly that."""
+    torch.manual_seed(3)
+    gate = _roughen(MemGate(MemGateConfig(features=features)))
+    q, V = torch.randn(3, D, generator=gen), torch.randn(3, 7, D, generator=gen)
+    with torch.no_grad():
+        expected = gate.layers[0](gate._features(q, V))
+        assert float((gate._first_layer(q, V) - expected).abs().max()) < 1e-5
+
+
 # -- save / load --------------------------------------------------------------------------------
 
 
