@@ -41,6 +41,9 @@ class LossSection:
     preserve_negatives: bool = False
 
 
+TRIPLE_SOURCES = ("template", "mined", "gatemem")
+
+
 @dataclass(frozen=True)
 class DataSection:
     data_dir: str = "data/default"
@@ -51,6 +54,15 @@ class DataSection:
     group_negatives: bool = False  # (query, m+) examples with all their m- (listwise needs it)
     max_negatives: int = 8
     shuffle_labels: bool = False  # label-permutation control: swap m+/m- at random
+    # which triples to train on, by their "source" field: template (data_gen scenarios),
+    # mined (data_gen.mine's hard negatives), gatemem (real GateMem phrasing)
+    sources: tuple[str, ...] = TRIPLE_SOURCES
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.sources) - set(TRIPLE_SOURCES))
+        if unknown or not self.sources:
+            raise ConfigError(f"data.sources must be a non-empty subset of {list(TRIPLE_SOURCES)}, "
+                              f"got {list(self.sources)}")
 
 
 @dataclass(frozen=True)

@@ -56,7 +56,11 @@ def ensure_data(config: TrainConfig) -> Path:
 def training_triples(config: TrainConfig, data_dir: Path, encoder: Encoder) -> tuple[Path, list]:
     mined = data_dir / "mined" / encoder.key / "triples.jsonl"
     path = mined if (config.data.use_mined and mined.exists()) else data_dir / "train" / "triples.jsonl"
-    return path, read_triples(path, config.data.text_visible_only)
+    rows = [r for r in read_triples(path, config.data.text_visible_only)
+            if r.get("source", "template") in config.data.sources]
+    if not rows:
+        raise ValueError(f"{path}: no training triples from data.sources={list(config.data.sources)}")
+    return path, rows
 
 
 def write_weight_digest(gate: MemGate, run_dir: Path, rank: int, stage: str) -> None:

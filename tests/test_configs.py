@@ -34,6 +34,8 @@ def test_overrides_are_typed_and_nested():
         ("trainer.logger=tensorboard", "trainer.logger"),
         ("seed=abc", "seed"),
         ("nonsense", "key=value"),
+        ("data.sources=[real]", "data.sources"),
+        ("data.sources=[]", "data.sources"),
     ],
 )
 def test_bad_values_name_the_key(override, message):
@@ -59,3 +61,23 @@ def test_small_grid_has_the_twelve_rows():
     from memgate.ablations import load_rows
 
     assert len(load_rows("small", None)) == 12
+
+
+def test_data_sources_select_training_triples_by_origin(tmp_path: Path):
+    """data.sources keeps only triples whose "source" is listed (the data-source ablations)."""
+    import json
+
+    from memgate.encoder import Encoder, EncoderConfig
+    from memgate.train_run import training_triples
+
+    rows = [{"query_text": f"q{i}", "pos_text": f"p{i}", "neg_text": f"n{i}", "text_visible": True,
+             "source": source} for i, source in enumerate(["template", "gatemem", "mined", "gatemem"])]
+    (tmp_path / "train").mkdir()
+    (tmp_path / "train" / "triples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    encoder = Encoder(EncoderConfig(), repo_root=REPO_ROOT)
+    config = load_config(TrainConfig, REPO_ROOT / "configs/train/default.yaml",
+                         ["data.use_mined=false", "data.sources=[gatemem]"])
+    _, kept = training_triples(config, tmp_path, encoder)
+    assert [r["query_text"] for r in kept] == ["q1", "q3"]
+    config = load_config(TrainConfig, REPO_ROOT / "configs/train/default.yaml", ["data.use_mined=false"])
+    assert len(training_triples(config, tmp_path, encoder)[1]) == 4
