@@ -27,7 +27,7 @@ from memgate.train_config import TrainConfig
 
 ABLATIONS_DIR = REPO_ROOT / "configs" / "ablations"
 OUT_DIR = REPO_ROOT / "reports" / "ablations"
-SUMMARY_KEYS = ("pref_acc_gated", "top5_inadmissible_tv", "recall_required@20", "mrr_required",
+SUMMARY_KEYS = ("pref_acc_gated", "pref_acc_gated_hard", "pref_acc_gated_heldout", "top5_inadmissible_tv", "recall_required@20", "mrr_required",
                 "l_rc@20", "locomo_recall_required@20", "gatemem_transfer_auc",
                 "gatemem_baseline_auc", "parameters", "train_seconds")
 log = logging.getLogger(__name__)
@@ -63,6 +63,7 @@ def row_config(name: str, overrides: list[str], seed: int, row_dir: Path) -> Tra
 
 def run_row(name: str, overrides: list[str], seed: int, real: bool) -> dict:
     from memgate.evaluate_run import evaluate
+    from memgate.headline import HEADLINE_ROUTES
     from memgate.selection import locomo_guard_for
     from memgate.train_run import train
 
@@ -77,13 +78,17 @@ def run_row(name: str, overrides: list[str], seed: int, real: bool) -> dict:
             return done
     started = time.perf_counter()
     summary = train(config, argv=["memgate.ablations", name, str(seed)], guard=locomo_guard_for(config))
+    # The headline routes only: the rows compare gates, and the other routes do not read the gate.
     metrics = evaluate(Path(summary["export_dir"]), resolve_path(config.data.data_dir), row_dir / "report",
-                       real_sources=("locomo", "gatemem") if real else (), n_boot=1000, seed=seed)
+                       routes=HEADLINE_ROUTES, real_sources=("locomo", "gatemem") if real else (),
+                       n_boot=1000, seed=seed)
     headline = metrics["headline"]
     gated = headline["routes"].get("learned_gate", {})
     figures = {
         "pref_acc_gated": headline["pref_acc_gated"],
         "pref_acc_reference": headline["pref_acc_reference"],
+        "pref_acc_gated_hard": headline.get("strata", {}).get("pref_acc_gated_hard"),
+        "pref_acc_gated_heldout": headline.get("strata", {}).get("pref_acc_gated_heldout"),
         "top5_inadmissible_tv": gated.get("top5_inadmissible_tv"),
         "recall_required@20": gated.get("recall_required@20"),
         "mrr_required": gated.get("mrr_required"),

@@ -73,7 +73,8 @@ def test_preferences(gate: MemGate, data_dir: Path, encoder: Encoder) -> dict:
     index = {t: i for i, t in enumerate(texts)}
     vectors = encoder.encode(texts, desc="embed test triples")
     pick = lambda key: vectors[[index[r[key]] for r in rows]]  # noqa: E731
-    return preference_accuracy(gate, pick("query_text"), pick("pos_text"), pick("neg_text"))
+    heldout = np.array([r.get("heldout") is True for r in rows], dtype=bool)
+    return preference_accuracy(gate, pick("query_text"), pick("pos_text"), pick("neg_text"), heldout)
 
 
 def headline_for_export(export_dir: Path, data_dir: Path, encoder: Encoder) -> dict:

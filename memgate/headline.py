@@ -23,19 +23,38 @@ HEADLINE_ROUTES = ("global_dense", "namespace_dense", "kleene_gate", "learned_ga
 
 
 @torch.no_grad()
-def preference_accuracy(gate, q: np.ndarray, pos: np.ndarray, neg: np.ndarray) -> dict:
-    """Gated and reference preference accuracy on aligned (q, m+, m-) embedding rows."""
+def preference_accuracy(gate, q: np.ndarray, pos: np.ndarray, neg: np.ndarray,
+                        heldout: Optional[np.ndarray] = None) -> dict:
+    """Gated and reference preference accuracy on aligned (q, m+, m-) embedding rows, overall and
+    per stratum: ``hard`` triples are those the plain cosine gets wrong (cos(q, m-) >= cos(q, m+),
+    so the reference accuracy there is 0 by construction), ``easy`` the rest; ``heldout`` /
+    ``in_dist`` by the triples' held-out flag when given."""
     if len(q) == 0:
         return {"pref_acc_gated": None, "pref_acc_reference": None, "n_triples": 0}
     qt, pt, nt = (torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)) for x in (q, pos, neg))
     V = torch.stack([pt, nt], dim=1)  # (B, 2, d)
     gated = gate.score(qt, V)
     ref = torch.nn.functional.cosine_similarity(qt.unsqueeze(1), V, dim=-1)
-    return {
-        "pref_acc_gated": round(float((gated[:, 0] > gated[:, 1]).float().mean()), 10),
-        "pref_acc_reference": round(float((ref[:, 0] > ref[:, 1]).float().mean()), 10),
+    gated_ok = (gated[:, 0] > gated[:, 1]).numpy()
+    ref_ok = (ref[:, 0] > ref[:, 1]).numpy()
+    out = {
+        "pref_acc_gated": _share(gated_ok),
+        "pref_acc_reference": _share(ref_ok),
         "n_triples": int(len(q)),
     }
+    strata = {"hard": ~ref_ok, "easy": ref_ok}
+    if heldout is not None:
+        heldout = np.asarray(heldout, dtype=bool)
+        strata.update({"heldout": heldout, "in_dist": ~heldout})
+    for name, rows in strata.items():
+        out[f"pref_acc_gated_{name}"] = _share(gated_ok[rows])
+        out[f"pref_acc_reference_{name}"] = _share(ref_ok[rows])
+        out[f"n_triples_{name}"] = int(rows.sum())
+    return out
+
+
+def _share(flags: np.ndarray) -> Optional[float]:
+    return round(float(np.mean(flags)), 10) if len(flags) else None
 
 
 def inadmissible_tv_targets(source: EvalSource) -> dict[str, set]:
@@ -94,7 +113,11 @@ def _recall_at(source: EvalSource, result: SourceResult, route: str, k: int) -> 
 def build_headline(source: EvalSource, result: SourceResult, pref: dict) -> dict:
     headline = {"pref_acc_gated": pref["pref_acc_gated"],
                 "pref_acc_reference": pref["pref_acc_reference"],
-                "n_test_triples_tv": pref["n_triples"], "routes": {}}
+                "n_test_triples_tv": pref["n_triples"],
+                "strata": {k: v for k, v in pref.items() if k.startswith(("pref_acc_gated_",
+                                                                          "pref_acc_reference_",
+                                                                          "n_triples_"))},
+                "routes": {}}
     for route in HEADLINE_ROUTES:
         figures = route_headline(source, result, route)
         if figures is not None:

@@ -34,6 +34,18 @@ def headline_table(headline: dict) -> list[str]:
         f"gated **{headline['pref_acc_gated']:.3f}**, reference (plain cosine) "
         f"{headline['pref_acc_reference']:.3f}.",
         "",
+    ]
+    strata = headline.get("strata") or {}
+    names = [n for n in ("hard", "easy", "in_dist", "heldout") if f"n_triples_{n}" in strata]
+    if names:
+        lines += ["| stratum | triples | gated | reference |", "|---|---|---|---|"]
+        for n in names:
+            gated, ref = strata.get(f"pref_acc_gated_{n}"), strata.get(f"pref_acc_reference_{n}")
+            lines.append(f"| {n} | {strata[f'n_triples_{n}']} | {'—' if gated is None else f'{gated:.3f}'} "
+                         f"| {'—' if ref is None else f'{ref:.3f}'} |")
+        lines += ["", "(hard: the plain cosine ranks m- at or above m+, so its accuracy there is 0 by "
+                  "construction.)", ""]
+    lines += [
         "| route | " + " | ".join(keys) + " |",
         "|---" * (len(keys) + 1) + "|",
     ]

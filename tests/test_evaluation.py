@@ -290,3 +290,24 @@ def test_every_budget_is_scored_when_a_ranking_is_shorter_than_the_budgets():
                 expected = query_metrics(outcome, k)
                 expected.pop("mrr_required")
                 assert {key: metrics[key] for key in expected} == expected, (route, k)
+
+
+def test_preference_accuracy_strata_partition_the_triples():
+    """hard = the plain cosine prefers m- (reference 0 there by construction); the strata are
+    means over their own triples and partition the set."""
+    from memgate.headline import preference_accuracy
+
+    rng = np.random.default_rng(4)
+    q, pos, neg = (rng.normal(size=(200, 8)).astype(np.float32) for _ in range(3))
+    heldout = rng.random(200) < 0.3
+    gate = perturbed_gate(8)
+    out = preference_accuracy(gate, q, pos, neg, heldout)
+    assert out["n_triples_hard"] + out["n_triples_easy"] == 200
+    assert out["n_triples_heldout"] == int(heldout.sum())
+    assert out["pref_acc_reference_hard"] == 0.0 and out["pref_acc_reference_easy"] == 1.0
+    with torch.no_grad():
+        s = gate.score(torch.from_numpy(q), torch.from_numpy(np.stack([pos, neg], axis=1))).numpy()
+    ok = s[:, 0] > s[:, 1]
+    assert out["pref_acc_gated_heldout"] == pytest.approx(ok[heldout].mean())
+    total = out["pref_acc_gated_hard"] * out["n_triples_hard"] + out["pref_acc_gated_easy"] * out["n_triples_easy"]
+    assert total / 200 == pytest.approx(out["pref_acc_gated"])
