@@ -3,7 +3,7 @@ resumable (one directory per row and seed, skipped when its results exist and it
 matches), and a comparison table (markdown + JSON + plot) under ``reports/ablations/``.
 
     python -m memgate.ablations [--grid small|full] [--only name[,name]] [--seeds 0,1,2]
-                                [--no-real]
+                                [--no-real] [--table-only]
 
 Each (row, seed) trains with the overlay's overrides and ``seed=<s>``, then evaluates the export
 on synthetic test (and, unless --no-real, LoCoMo and GateMem report parts, with the transfer
@@ -61,6 +61,16 @@ def row_config(name: str, overrides: list[str], seed: int, row_dir: Path) -> Tra
     ])
 
 
+def finished_row(name: str, overrides: list[str], seed: int) -> dict | None:
+    """The stored results of a (row, seed) whose config hash still matches, else None."""
+    row_dir = OUT_DIR / name / f"seed{seed}"
+    path = row_dir / "results.json"
+    if not path.exists():
+        return None
+    done = json.loads(path.read_text())
+    return done if done.get("config_hash") == config_hash(row_config(name, overrides, seed, row_dir)) else None
+
+
 def run_row(name: str, overrides: list[str], seed: int, real: bool) -> dict:
     from memgate.evaluate_run import evaluate
     from memgate.headline import HEADLINE_ROUTES
@@ -71,11 +81,10 @@ def run_row(name: str, overrides: list[str], seed: int, real: bool) -> dict:
     config = row_config(name, overrides, seed, row_dir)
     digest = config_hash(config)
     result_path = row_dir / "results.json"
-    if result_path.exists():
-        done = json.loads(result_path.read_text())
-        if done.get("config_hash") == digest:
-            log.info("skip %s seed %d (results exist, config hash matches)", name, seed)
-            return done
+    done = finished_row(name, overrides, seed)
+    if done is not None:
+        log.info("skip %s seed %d (results exist, config hash matches)", name, seed)
+        return done
     started = time.perf_counter()
     summary = train(config, argv=["memgate.ablations", name, str(seed)], guard=locomo_guard_for(config))
     # The headline routes only: the rows compare gates, and the other routes do not read the gate.
@@ -159,6 +168,8 @@ def main(argv=None) -> int:
     parser.add_argument("--only", default=None, help="comma-separated row names")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--no-real", action="store_true")
+    parser.add_argument("--table-only", action="store_true",
+                        help="train nothing: rebuild the table from the rows and seeds already done")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     rows = load_rows(args.grid, args.only.split(",") if args.only else None)
@@ -166,8 +177,17 @@ def main(argv=None) -> int:
     results: dict[str, list[dict]] = {}
     for name, spec in rows.items():
         for seed in seeds:
+            if args.table_only:
+                done = finished_row(name, spec["overrides"], seed)
+                if done is not None:
+                    results.setdefault(name, []).append(done)
+                continue
             results.setdefault(name, []).append(run_row(name, spec["overrides"], seed, not args.no_real))
             write_outputs(summarize(results))  # the table grows as rows finish: nothing lost
+    if args.table_only:
+        if not results:
+            raise SystemExit("no finished ablation rows for this grid and these seeds")
+        write_outputs(summarize(results))
     print((OUT_DIR / "ablations.md").read_text())
     return 0
 

@@ -81,3 +81,28 @@ def test_data_sources_select_training_triples_by_origin(tmp_path: Path):
     assert [r["query_text"] for r in kept] == ["q1", "q3"]
     config = load_config(TrainConfig, REPO_ROOT / "configs/train/default.yaml", ["data.use_mined=false"])
     assert len(training_triples(config, tmp_path, encoder)[1]) == 4
+
+
+def test_ablation_table_is_rebuilt_from_finished_rows_only(tmp_path: Path, monkeypatch):
+    """--table-only trains nothing: it reads the rows whose config hash still matches and skips
+    the stale ones (a row whose overlay changed since it ran)."""
+    import json
+
+    from memgate import ablations
+    from memgate.config import config_hash
+
+    monkeypatch.setattr(ablations, "OUT_DIR", tmp_path)
+    rows = ablations.load_rows("small", ["baseline", "no_product"])
+    for name, seed, fresh in (("baseline", 0, True), ("baseline", 1, True), ("no_product", 0, False)):
+        row_dir = tmp_path / name / f"seed{seed}"
+        digest = config_hash(ablations.row_config(name, rows[name]["overrides"], seed, row_dir))
+        row_dir.mkdir(parents=True)
+        (row_dir / "results.json").write_text(json.dumps({
+            "row": name, "seed": seed, "config_hash": digest if fresh else "stale",
+            "figures": {"pref_acc_gated": 0.5 + seed / 10}}))
+    assert ablations.finished_row("no_product", rows["no_product"]["overrides"], 0) is None
+    ablations.main(["--only", "baseline,no_product", "--seeds", "0,1", "--table-only"])
+    table = json.loads((tmp_path / "ablations.json").read_text())
+    assert list(table) == ["baseline"]
+    assert table["baseline"]["pref_acc_gated"] == {"mean": 0.55, "min": 0.5, "max": 0.6, "n_seeds": 2}
+    assert "| `baseline` |" in (tmp_path / "ablations.md").read_text()
