@@ -15,6 +15,9 @@ from memgate.config import resolve_path
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--install-seconds", type=float, default=None)
+    parser.add_argument("--n-boot", type=int, default=1_000,
+                        help="bootstrap replicates (make release uses 10,000; 1,000 keeps the demo "
+                             "inside its time budget)")
     parser.add_argument("overrides", nargs="*", help="training key=value overrides")
     args = parser.parse_args(argv)
     from memgate.pipeline import run_pipeline
@@ -23,7 +26,7 @@ def main(argv=None) -> int:
     export_dir = resolve_path("runs/demo/checkpoint")
     report_dir = resolve_path("reports/demo")
     result = run_pipeline(export_dir, report_dir, ["export.name=memgate-demo", *args.overrides],
-                          install_seconds=args.install_seconds)
+                          install_seconds=args.install_seconds, n_boot=args.n_boot)
     headline = result["summary"]["headline"]
     print("\n== memgate demo: synthetic test headline ==\n")
     print("\n".join(headline_table(headline)))
