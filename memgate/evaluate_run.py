@@ -126,7 +126,7 @@ def fit_embed_classifier(data_dir: Path, encoder: Encoder, seed: int):
 def source_metrics(source: EvalSource, result: SourceResult, settings: EvalSettings) -> dict:
     out = {}
     for route, per_query in result.per_query.items():
-        out[route] = summarize_route(per_query, result.groups, settings)
+        out[route] = summarize_route(per_query, result.groups, settings, runs=result.run_values.get(route))
         for base in BASELINES:
             if base in result.per_query and base != route:
                 for key in PAIRED_KEYS:
@@ -182,7 +182,8 @@ def breakdowns(source: EvalSource, result: SourceResult, settings: EvalSettings)
     for name, idx in sorted(membership.items()):
         select = np.zeros(len(result.query_ids), dtype=bool)
         select[idx] = True
-        out[name] = {route: summarize_route(rows, result.groups, settings, select)
+        out[name] = {route: summarize_route(rows, result.groups, settings, select,
+                                            runs=result.run_values.get(route))
                      for route, rows in trimmed.items()}
     return out
 

@@ -15,7 +15,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from memgate.admissibility import relevance_value
-from memgate.bootstrap import group_bootstrap_many, paired_bootstrap_ci
+from memgate.bootstrap import group_bootstrap_many, paired_bootstrap_ci, two_level_bootstrap_ci
 from memgate.protocol import mrr_required, query_metrics, routes_row, score_query
 from memgate.routes import ROUTE_SPECS, GateScorer, RouteResult, RouteRunner, route_spec
 from memgate.seeding import component_rng
@@ -58,6 +58,9 @@ class SourceResult:
     seconds: dict = field(default_factory=dict)  # route -> wall seconds
     candidates: dict = field(default_factory=dict)  # route -> (cosine, gate) totals
     rankings: dict = field(default_factory=dict)  # route -> list of ranked ids (max budget)
+    # Routes run under several seeds (random_partition): route -> (metric keys, array of shape
+    # (runs, queries, keys), NaN = None), for the bootstrap that resamples seeds too.
+    run_values: dict = field(default_factory=dict)
 
 
 def _label_maps(source: EvalSource, query_id: str, ranked: list, memo: dict):
@@ -106,7 +109,7 @@ def run_source(prepared: PreparedSource, settings: EvalSettings, gate=None) -> S
             result.skipped[name] = reason
             continue
         start = time.perf_counter()
-        per_query, rankings = [], []
+        per_query, rankings, per_run = [], [], []
         n_cos = n_gate = 0
         route_fns = _route_functions(name, runner, source, settings)
         if spec is not None and spec.gated:
@@ -149,6 +152,8 @@ def run_source(prepared: PreparedSource, settings: EvalSettings, gate=None) -> S
                 seed_metrics.append(metrics)
             # random_partition: the mean over its seeds, per query.
             metrics = _mean_over_runs(seed_metrics)
+            if len(seed_metrics) > 1:
+                per_run.append(seed_metrics)
             routed = runs[0]
             n_cos += routed.candidates_scored_cosine
             n_gate += routed.candidates_scored_gate
@@ -158,6 +163,11 @@ def run_source(prepared: PreparedSource, settings: EvalSettings, gate=None) -> S
             per_query.append(metrics)
         result.seconds[name] = time.perf_counter() - start
         result.per_query[name] = per_query
+        if per_run:
+            keys = list(per_run[0][0])
+            values = np.array([[[np.nan if m[k] is None else m[k] for k in keys] for m in runs]
+                               for runs in per_run], dtype=float)  # (queries, runs, keys)
+            result.run_values[name] = (keys, values.transpose(1, 0, 2))
         result.rankings[name] = rankings
         result.candidates[name] = (n_cos, n_gate)
     return result
@@ -207,9 +217,15 @@ def _mean_over_runs(runs: list[dict]) -> dict:
 
 
 def summarize_route(
-    per_query: list[dict], groups: list, settings: EvalSettings, select: Optional[np.ndarray] = None
+    per_query: list[dict], groups: list, settings: EvalSettings, select: Optional[np.ndarray] = None,
+    runs: Optional[tuple] = None,
 ) -> dict:
-    """Metric -> {"value", "ci"} over (selected) queries, with the group bootstrap."""
+    """Metric -> {"value", "ci"} over (selected) queries, with the group bootstrap.
+
+    ``runs`` (``SourceResult.run_values[route]`` of a route run under several seeds): the value
+    is the mean over seeds and the CI resamples seeds as well as groups (two levels)."""
+    if runs is not None:
+        return _summarize_runs(runs, groups, settings, select, keys=list(per_query[0]) if per_query else [])
     idx = range(len(per_query)) if select is None else np.flatnonzero(select)
     rows = [per_query[i] for i in idx]
     grp = [groups[i] for i in idx]
@@ -226,6 +242,25 @@ def summarize_route(
         values = {key: [r.get(key) for r in rows] for key in keys}
     cis = group_bootstrap_many(values, grp, seed=settings.seed, n_boot=settings.n_boot)
     return {key: {"value": _round(p), "ci": [_round(lo), _round(hi)]} for key, (p, lo, hi) in cis.items()}
+
+
+def _summarize_runs(runs: tuple, groups: list, settings: EvalSettings,
+                    select: Optional[np.ndarray], keys: list) -> dict:
+    run_keys, values = runs
+    idx = np.arange(values.shape[1]) if select is None else np.flatnonzero(select)
+    if len(idx) == 0:
+        return {}
+    grp = [groups[i] for i in idx]
+    column = {k: j for j, k in enumerate(run_keys)}
+    out = {}
+    for key in keys:
+        if key not in column:  # per-query bookkeeping (candidates scored), not a seed-level metric
+            continue
+        by_seed = {s: values[s, idx, column[key]] for s in range(values.shape[0])}
+        p, lo, hi = two_level_bootstrap_ci(by_seed, {s: grp for s in by_seed}, seed=settings.seed,
+                                           n_boot=settings.n_boot)
+        out[key] = {"value": _round(p), "ci": [_round(lo), _round(hi)]}
+    return out
 
 
 def paired_difference(

@@ -311,3 +311,23 @@ def test_preference_accuracy_strata_partition_the_triples():
     assert out["pref_acc_gated_heldout"] == pytest.approx(ok[heldout].mean())
     total = out["pref_acc_gated_hard"] * out["n_triples_hard"] + out["pref_acc_gated_easy"] * out["n_triples_easy"]
     assert total / 200 == pytest.approx(out["pref_acc_gated"])
+
+
+def test_random_partition_is_summarised_over_seeds_and_groups():
+    """random_partition keeps every seed's per-query values; its value is the mean over seeds of
+    each seed's mean, and its CI resamples seeds as well as groups."""
+    from memgate.evaluation import RANDOM_PARTITION_SEEDS
+
+    prepared = build(n_groups=6, per_group=12)
+    settings = EvalSettings(routes=["random_partition", "namespace_dense"], budgets=(20,), n_boot=500)
+    result = run_source(prepared, settings)
+    keys, values = result.run_values["random_partition"]
+    assert values.shape == (RANDOM_PARTITION_SEEDS, len(prepared.source.queries), len(keys))
+    assert "namespace_dense" not in result.run_values
+    summary = source_metrics(prepared.source, result, settings)["random_partition"]
+    j = keys.index("l_rc@20")
+    expected = np.mean([np.nanmean(values[s, :, j]) for s in range(values.shape[0])])
+    assert summary["l_rc@20"]["value"] == pytest.approx(expected)
+    lo, hi = summary["l_rc@20"]["ci"]
+    assert lo <= expected <= hi and hi - lo > 0
+    assert set(summary) >= {"recall_required@20", "mrr_required", "diff_vs_namespace_dense:l_rc@20"}
