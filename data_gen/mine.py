@@ -312,7 +312,10 @@ def mine_real(rows: list[dict], matrix, spec: dict) -> tuple[list, dict]:
         pos_idx = [index[p["memory_id"]] for p in row["positives"]]
         everything = pos_idx + pools["other_domain"][qid] + pools["other_episode"][qid]
         top = float(sims[everything].max())
-        names = row.get("query_names") or []
+        if "query_names" not in row:
+            raise ValueError(f"real candidate {qid!r} has no 'query_names' (written before the "
+                             "other-episode rule): regenerate the data with `python -m data_gen`")
+        names = row["query_names"] or []
         # Hard negatives only beside a hard positive: when no positive is the query's top-1, m- is
         # drawn from the candidates at or below cos(q, m+), so per relation the queries with a hard
         # negative are a subset of the queries with a hard positive.

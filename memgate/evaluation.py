@@ -254,7 +254,8 @@ def _summarize_runs(runs: tuple, groups: list, settings: EvalSettings,
     column = {k: j for j, k in enumerate(run_keys)}
     out = {}
     for key in keys:
-        if key not in column:  # per-query bookkeeping (candidates scored), not a seed-level metric
+        if key not in column:  # not a seed-level metric (candidates scored): no value, like a
+            out[key] = {"value": None, "ci": [None, None]}  # metric without any value
             continue
         by_seed = {s: values[s, idx, column[key]] for s in range(values.shape[0])}
         p, lo, hi = two_level_bootstrap_ci(by_seed, {s: grp for s in by_seed}, seed=settings.seed,

@@ -107,8 +107,11 @@ class GateScorer:
         from memgate.retriever.scoring import FusedGateScorer
 
         self.gate = gate
-        self.M = torch.from_numpy(np.ascontiguousarray(memory_vectors, dtype=np.float32))
-        self.Q = torch.from_numpy(np.ascontiguousarray(query_vectors, dtype=np.float32))
+        weight = gate.head.weight  # inputs follow the gate (a GPU or float64 gate in training)
+        self.M = torch.from_numpy(np.ascontiguousarray(memory_vectors, dtype=np.float32)).to(
+            device=weight.device, dtype=weight.dtype)
+        self.Q = torch.from_numpy(np.ascontiguousarray(query_vectors, dtype=np.float32)).to(
+            device=weight.device, dtype=weight.dtype)
         self._fused = FusedGateScorer(gate)
         self._v_part: Optional[torch.Tensor] = None  # (memories, hidden), on first use
         self._cache: dict[int, dict[int, float]] = {}

@@ -275,3 +275,13 @@ def test_mined_real_triples_on_the_real_rows(real_rows):
     assert len(triples) >= 7000
     for scen, s in stats.items():
         assert s["hard_negative_queries"] <= s["hard_positive_queries"], scen
+
+
+def test_mine_real_refuses_candidates_written_before_the_other_episode_rule():
+    """Rows without 'query_names' come from data generated before the rule: mining them would
+    silently yield no other-episode negatives, so it raises and asks for regeneration."""
+    rows = _fake_rows()
+    cos, matrix = _vector_matrix(rows)
+    stale = [{k: v for k, v in r.items() if k != "query_names"} for r in rows]
+    with pytest.raises(ValueError, match="query_names"):
+        mine_real(stale, matrix, {"negatives_per_positive": 1})

@@ -331,3 +331,16 @@ def test_random_partition_is_summarised_over_seeds_and_groups():
     lo, hi = summary["l_rc@20"]["ci"]
     assert lo <= expected <= hi and hi - lo > 0
     assert set(summary) >= {"recall_required@20", "mrr_required", "diff_vs_namespace_dense:l_rc@20"}
+
+
+def test_gated_routes_follow_the_gates_dtype():
+    """GateScorer moves the embeddings to the gate's device and dtype (a float64 gate here; a GPU
+    gate during training's guard) and ranks as the float32 gate does."""
+    import copy
+
+    prepared = build(n_groups=4, per_group=12)
+    gate = perturbed_gate(8)
+    settings = EvalSettings(routes=["learned_gate", "learned_gate_namespace"], budgets=(10,), n_boot=10)
+    as_float32 = run_source(prepared, settings, gate)
+    as_float64 = run_source(prepared, settings, copy.deepcopy(gate).double())
+    assert as_float64.rankings == as_float32.rankings
