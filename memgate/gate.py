@@ -319,17 +319,21 @@ class MemGate(nn.Module):
         g = self._mask_from_first(self._first_layer(q, V))
         return self._output(q, V, g, single)
 
-    def _first_layer(self, q: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
+    def _first_layer(self, q: torch.Tensor, V: torch.Tensor,
+                     v_part: torch.Tensor | None = None) -> torch.Tensor:
         """The first layer on [q ; v ; q*v] without building the concatenation: W_q q once per
         query, W_v v and W_qv (q * v) per memory (the same function as ``layers[0]`` on
-        ``_features``, a third fewer multiplications, no (B, N, 3d) copy)."""
+        ``_features``, a third fewer multiplications, no (B, N, 3d) copy). ``v_part``: W_v v
+        precomputed (``precompute_memory``)."""
         blocks, b = self._first_layer_blocks(), self.layers[0].bias
-        h = V @ blocks["v"].T + b if "v" in blocks else b.expand(*V.shape[:-1], self.config.hidden)
+        if v_part is None:
+            v_part = V @ blocks["v"].T if "v" in blocks else V.new_zeros(*V.shape[:-1], self.config.hidden)
+        h = v_part + b
         if "q" in blocks:
             h = h + (q @ blocks["q"].T).unsqueeze(-2)
         if "qv" in blocks:
             h = h + (q.unsqueeze(-2) * V) @ blocks["qv"].T
-        return h
+        return h.expand(*V.shape[:-1], self.config.hidden)
 
     def mask(self, q: ArrayLike, V: ArrayLike) -> torch.Tensor:
         """g in [0, 1]^d for each memory: (N, d) or (B, N, d)."""
@@ -386,14 +390,7 @@ class MemGate(nn.Module):
             )
         if v_part.ndim == 2:
             v_part = v_part.unsqueeze(0)
-        blocks, b = self._first_layer_blocks(), self.layers[0].bias
-        h = v_part + b
-        if "q" in blocks:
-            h = h + (q @ blocks["q"].T).unsqueeze(-2)
-        if "qv" in blocks:
-            h = h + (q.unsqueeze(-2) * V) @ blocks["qv"].T
-        h = h.expand(*V.shape[:-1], self.config.hidden)
-        return self._output(q, V, self._mask_from_first(h), single)
+        return self._output(q, V, self._mask_from_first(self._first_layer(q, V, v_part)), single)
 
     def score_precomputed(self, q: ArrayLike, V: ArrayLike, v_part: ArrayLike) -> torch.Tensor:
         """Gated cosine using precomputed memory parts; equals ``score(q, V)``."""
