@@ -50,6 +50,8 @@ def main() -> dict:
              f"{results['machine']['load_avg_1m']:.2f} at the start. Medians over repeats.", "",
              "| figure | value |", "|---|---|",
              f"| gen_triples_per_s | {results['generate'].get('gen_triples_per_s', float('nan')):,.0f} |",
+             f"| gen_triples_per_s_cli (fresh `python -m data_gen` process) | "
+             f"{results['generate'].get('gen_triples_per_s_cli', float('nan')):,.0f} |",
              f"| embed_sentences_per_s (cold) | {results['embed']['embed_sentences_per_s_cold']:,.0f} |",
              f"| embed_sentences_per_s (cached) | {results['embed']['embed_sentences_per_s_cached']:,.0f} "
              f"(×{results['embed']['cached_over_cold']:.0f}) |"]

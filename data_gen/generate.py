@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import gc
 import hashlib
+import heapq
 import json
 import random
 import shutil
@@ -279,6 +280,7 @@ class SplitGenerator:
             })
         key_of = {(m.instance, m.key): m for m in mems}
         self._group_mems = mems
+        self._group_words = [(m, self._words(m.text)) for m in mems]
         readable_of = {p: [m for m in mems if m.namespace in (ns_of[p], shared_ns)] for p in ctx.principals}
         queries = []
         for i, inst in enumerate(instances):
@@ -385,10 +387,9 @@ class SplitGenerator:
         if n_group and pos:
             # Other instances' inadmissible memories, the most word-overlapping with the query first
             # (a text-only hardness proxy; the encoder-based selection is data_gen.mine's job).
-            words = self._words
-            q_words = words(q.text)
+            q_words = self._words(q.text)
             cands = []
-            for m in self._group_mems:
+            for m, m_words in self._group_words:
                 if m.instance == q.instance:
                     continue
                 row = labels.get(m.memory_id)
@@ -398,9 +399,9 @@ class SplitGenerator:
                     flags = (row["text_visible"], row["metadata_visible"])
                 else:
                     continue
-                cands.append((-len(q_words & words(m.text)), m.memory_id, m, flags))
-            cands.sort(key=lambda c: (c[0], c[1]))  # ties: memory ids (shuffled within the group)
-            group_negs = [(c[2], c[3]) for c in cands[:n_group]]
+                cands.append((-len(q_words & m_words), m.memory_id, m, flags))
+            # ties: memory ids (shuffled within the group); nsmallest = sorted(...)[:n_group]
+            group_negs = [(c[2], c[3]) for c in heapq.nsmallest(n_group, cands, key=lambda c: (c[0], c[1]))]
         for p in pos:
             for n in inst_negs:
                 row = labels[n.memory_id]
@@ -415,8 +416,9 @@ why will with you your please could would should""".split())
 
 
 def _words(text: str) -> frozenset:
-    words = (w.strip(".,;:!?'\"()").lower() for w in text.split())
-    return frozenset(w for w in words if w and w not in _STOP)
+    words = {w.strip(".,;:!?'\"()") for w in text.lower().split()}
+    words.discard("")
+    return frozenset(words - _STOP)
 
 
 # --------------------------------------------------------------------------- top level
@@ -505,15 +507,19 @@ def sizes_of(splits: dict) -> dict:
 _J = {True: "true", False: "false", None: "null"}
 
 
-def _label_line(row: dict, encode) -> str:
+def _label_line(row: dict, encode, reasons_json: dict) -> str:
     """One labels.jsonl line, byte-identical to the sorted-key JSON encoder (checked by the tests).
-    Ids, scenario names and reason codes are plain ASCII words, so they need no escaping."""
-    reasons = row["policy_reasons"]
+    Ids, scenario names and reason codes are plain ASCII words, so they need no escaping; the few
+    distinct reason lists are encoded once (``reasons_json``: tuple -> JSON)."""
+    reasons = tuple(row["policy_reasons"])
     scen = row["scenario"]
+    encoded = reasons_json.get(reasons)
+    if encoded is None:
+        encoded = reasons_json[reasons] = encode(list(reasons))
     return (
         f'{{"lifecycle": {_J[row["lifecycle"]]}, "memory_id": "{row["memory_id"]}", '
         f'"metadata_visible": {_J[row["metadata_visible"]]}, "policy": {_J[row["policy"]]}, '
-        f'"policy_reasons": {encode(reasons) if reasons else "[]"}, "query_id": "{row["query_id"]}", '
+        f'"policy_reasons": {encoded}, "query_id": "{row["query_id"]}", '
         f'"relevance": "{row["relevance"]}", "scenario": {"null" if scen is None else chr(34) + scen + chr(34)}, '
         f'"scope": {_J[row["scope"]]}, "text_visible": {_J[row["text_visible"]]}}}\n'
     )
@@ -525,7 +531,8 @@ def _write_jsonl(path: Path, rows: list) -> None:
     encode = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode
     with path.open("w", encoding="utf-8") as handle:
         if path.name == "labels.jsonl":
-            handle.writelines(_label_line(row, encode) for row in rows)
+            reasons_json: dict = {}
+            handle.writelines(_label_line(row, encode, reasons_json) for row in rows)
         else:
             handle.writelines(encode(row) + "\n" for row in rows)
 

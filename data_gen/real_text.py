@@ -50,7 +50,9 @@ _WORD = re.compile(r"[A-Za-z][A-Za-z0-9'-]*")
 
 
 def _norm(word: str) -> str:
-    return re.sub(r"'s$", "", word.lower())
+    """Lower case, possessive 's dropped."""
+    word = word.lower()
+    return word[:-2] if word.endswith("'s") else word
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -152,19 +154,28 @@ def candidate_pools(rows: list[dict]) -> dict:
             entry = turns.setdefault(p["memory_id"], [p["text"], row["domain"], row["group_id"], []])
             entry[3].append(row["query_id"])
     ordered = [(mid, *turns[mid]) for mid in sorted(turns)]
-    by_domain: dict = {}
+    by_text: dict = {}
     for i, t in enumerate(ordered):
-        by_domain.setdefault(t[2], []).append(i)
+        by_text.setdefault(t[1], []).append(i)
+    in_relation = {
+        "other_domain": lambda t, row: t[2] != row["domain"],
+        "other_episode": lambda t, row: t[2] == row["domain"] and t[3] != row["group_id"],
+    }
+    keys = {"other_domain": lambda row: row["domain"], "other_episode": lambda row: (row["domain"], row["group_id"])}
+    # The candidates of a relation depend only on the row's domain (and episode), so they are built
+    # once per key; a row filters its own texts out only when one of them is among the candidates.
+    base: dict = {rel: {} for rel in RELATIONS}
     pools: dict = {"turns": ordered, "other_domain": {}, "other_episode": {}}
     for row in rows:
         own = {t["text"] for t in row["positives"]} | {t["text"] for t in row["protected"]}
-        pools["other_domain"][row["query_id"]] = [
-            i for dom, idx in sorted(by_domain.items()) if dom != row["domain"] for i in idx
-            if ordered[i][1] not in own]
-        pools["other_episode"][row["query_id"]] = [
-            i for i in by_domain.get(row["domain"], ()) if ordered[i][3] != row["group_id"]
-            and ordered[i][1] not in own]
-    for rel in RELATIONS:
-        for qid in pools[rel]:
-            pools[rel][qid].sort()
+        own_idx = {i for text in own for i in by_text.get(text, ())}
+        for rel in RELATIONS:
+            test, key = in_relation[rel], keys[rel](row)
+            cand = base[rel].get(key)
+            if cand is None:
+                cand = base[rel][key] = [i for i, t in enumerate(ordered) if test(t, row)]
+            if any(test(ordered[i], row) for i in own_idx):
+                pools[rel][row["query_id"]] = [i for i in cand if i not in own_idx]
+            else:
+                pools[rel][row["query_id"]] = list(cand)
     return pools

@@ -15,12 +15,15 @@ import pytest
 from memgate.real_data import raw
 from memgate.real_data.gatemem import (
     GateMemEpisode,
+    _Matcher,
     build_gatemem_source,
     checkpoint_labels,
+    compile_pattern,
     gatemem_stats,
     generator_turn_pairs,
     protected_patterns,
 )
+from memgate.real_data.splits import make_real_splits
 from memgate.real_data.testing import require_real_data
 from memgate.records import route_verdict
 
@@ -194,6 +197,34 @@ def test_generator_text_and_its_guard(fake_root):
         generator_turn_pairs(fake_root, [E1, E2], splits=report)
 
 
+def _per_turn(texts, pattern: str) -> np.ndarray:
+    regex, _ = compile_pattern(pattern)
+    return np.array([regex.search(t) is not None for t in texts], dtype=bool)
+
+
+@pytest.mark.parametrize("texts", [
+    # ASCII text: the lower-case find path
+    ["Friday at 10 AM", "room 4, friday AT 10 am", "", "nothing here", "ROOM 4"],
+    # non-ASCII letters that lower to one character: still the find path
+    ["Caf\u00e9 \u2014 \u201cRoom 4\u201d", "CAF\u00c9 at 10", "caf\u00e9"],
+    # characters IGNORECASE folds onto ASCII letters (Kelvin sign, long s, dotless i, dotted
+    # capital I, which also lowers to two characters): the regex path over the joined text
+    ["\u212aeep it", "keep"], ["pa\u017f\u017f", "pass"], ["\u0131nk", "ink"], ["\u0130stanbul", "x"],
+    # a NUL inside a turn: the per-turn path
+    ["a\x00b", "room 4", "ROOM 4 again"],
+])
+@pytest.mark.parametrize("pattern", [
+    "room 4", "Friday at 10 AM", "caf\u00e9", "CAF\u00c9", "keep", "pass", "istanbul", "ink",
+    "(4 people", "10 [AP]M", "4.*again", "^room", "m 4$", "a", "\u2014",
+])
+def test_matcher_paths_agree_with_the_per_turn_search(texts, pattern):
+    """Every search path (lower-case find, joined regex, per turn) finds exactly the turns a
+    case-insensitive per-turn search finds, including matches at turn boundaries and characters
+    whose case folding differs between ``str.lower`` and ``re.IGNORECASE``."""
+    ep = GateMemEpisode("e", "medical", tuple({"turn_id": f"t{i}", "text": t} for i, t in enumerate(texts)), ())
+    assert _Matcher(ep).matches(pattern).tolist() == _per_turn(texts, pattern).tolist()
+
+
 # --------------------------------------------------------------------------- real slice
 
 
@@ -250,3 +281,19 @@ def test_real_pools_are_shared_domain_stores(real_select):
     as_of = src.query_meta[q.query_id]["as_of_turn_id"]
     assert src.memories[own[-1]].memory_id == f"{q.group_id}:{as_of}"
     assert np.all(np.diff(pool) > 0)
+
+
+def test_real_matcher_agrees_with_the_per_turn_search(real_select):
+    """The fast paths of the pattern matcher on every select-part pattern (6 k+ searches)."""
+    root, _ = real_select
+    select = set(make_real_splits(root)["gatemem"]["select"])
+    for folder in raw.gatemem_domains(root):
+        ckpts = list(raw.gatemem_checkpoints(root, folder))
+        for ep in raw.gatemem_episodes(root, folder):
+            mine = [c for c in ckpts if c["episode_id"] == ep["episode_id"]]
+            if not mine or ep["episode_id"] not in select:
+                continue
+            matcher = _Matcher(GateMemEpisode(ep["episode_id"], folder, tuple(ep["turns"]), tuple(mine)))
+            for c in mine:
+                for p in protected_patterns(c) + list((c.get("judge_spec") or {}).get("include") or []):
+                    assert matcher.matches(p).tolist() == _per_turn(matcher.texts, p).tolist(), p

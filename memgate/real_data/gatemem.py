@@ -49,6 +49,7 @@ protected turns, ``metadata_visible`` False (no policy or lifecycle metadata is 
 
 from __future__ import annotations
 
+import bisect
 import logging
 import re
 from collections import Counter
@@ -138,24 +139,82 @@ def compile_pattern(pattern: str) -> tuple[re.Pattern, bool]:
         return re.compile(re.escape(pattern), re.IGNORECASE), True
 
 
+_REGEX_SYNTAX = frozenset(".^$*+?{}[]\\|()")
+_TURN_SEPARATOR = "\x00"
+# The non-ASCII characters that IGNORECASE matches to ASCII letters (and U+0130 lowers to two
+# characters): with none of them in the text, an ASCII literal matches case-insensitively exactly
+# where its lower case occurs in the lower-cased text.
+_ASCII_CASE_EXTRAS = frozenset("\u0130\u0131\u017f\u212a")
+
+
 class _Matcher:
-    """Per-episode cache: pattern -> boolean array over the episode's turns."""
+    """Per-episode cache: pattern -> boolean array over the episode's turns.
+
+    A pattern without regex syntax (most GateMem patterns) is searched once over the episode's
+    turns joined by NUL, jumping to the next turn after each hit: a literal cannot match across
+    the separator, so the turns it finds are exactly those a per-turn search finds, at one search
+    call per matching turn instead of one per turn. An ASCII literal is found with ``str.find`` in
+    the lower-cased text (same positions, see ``_ASCII_CASE_EXTRAS``). Patterns with regex syntax
+    (``.`` matches NUL) are searched turn by turn. Tests compare every path with the per-turn
+    search on the real episodes and on the characters where case folding differs."""
 
     def __init__(self, episode: GateMemEpisode):
         self.texts = [str(t.get("text", "")) for t in episode.turns]
         self.cache: dict[str, np.ndarray] = {}
         self.literal_fallbacks: set[str] = set()
+        self._joined = self._lower = None
+        if not any(_TURN_SEPARATOR in t for t in self.texts):
+            self._joined = _TURN_SEPARATOR.join(self.texts)
+            if not _ASCII_CASE_EXTRAS.intersection(self._joined):
+                self._lower = self._joined.lower()
+                if len(self._lower) != len(self._joined):  # a lower case of another length
+                    self._lower = None
+            self._starts, pos = [], 0
+            for t in self.texts:
+                self._starts.append(pos)
+                pos += len(t) + 1
 
     def matches(self, pattern: str) -> np.ndarray:
         hit = self.cache.get(pattern)
         if hit is None:
+            plain = not _REGEX_SYNTAX.intersection(pattern) and _TURN_SEPARATOR not in pattern
+            if plain and self._lower is not None and pattern.isascii():  # compiles; no regex needed
+                needle = pattern.lower()
+                self.cache[pattern] = hit = self._joined_search(lambda pos: self._find(needle, pos))
+                return hit
             regex, literal = compile_pattern(pattern)
             if literal:
                 self.literal_fallbacks.add(pattern)
-            hit = np.fromiter((regex.search(t) is not None for t in self.texts), dtype=bool,
-                              count=len(self.texts))
+                plain = _TURN_SEPARATOR not in pattern
+            if plain and self._joined is not None:
+                hit = self._joined_search(lambda pos: _start(regex.search(self._joined, pos)))
+            else:
+                hit = np.fromiter((regex.search(t) is not None for t in self.texts), dtype=bool,
+                                  count=len(self.texts))
             self.cache[pattern] = hit
         return hit
+
+    def _find(self, needle: str, pos: int) -> int | None:
+        at = self._lower.find(needle, pos)
+        return None if at < 0 else at
+
+    def _joined_search(self, search_from) -> np.ndarray:
+        """Turns holding a match; ``search_from(pos)`` = start of the first match at or after pos."""
+        hit = np.zeros(len(self.texts), dtype=bool)
+        starts, pos = self._starts, 0
+        while True:
+            at = search_from(pos)
+            if at is None:
+                return hit
+            turn = bisect.bisect_right(starts, at) - 1
+            hit[turn] = True
+            if turn + 1 == len(starts):
+                return hit
+            pos = starts[turn + 1]
+
+
+def _start(found: re.Match | None) -> int | None:
+    return None if found is None else found.start()
 
 
 @dataclass(frozen=True)
@@ -448,8 +507,8 @@ def generator_turn_pairs(root: Path | None = None, episodes: Sequence[str] | Non
     if select:
         raise ValueError(f"gatemem: generator text must not come from select episodes {select}")
     eps = read_gatemem(root, wanted, part="generator", splits=splits)
-    pool_by_domain: dict[str, list[tuple[str, str]]] = {}
-    for ep in eps:
+    pool_by_domain: dict[str, list[tuple[str, str]]] = {}  # stays empty when nothing is sampled
+    for ep in eps if n_other_domain > 0 else ():
         pool_by_domain.setdefault(ep.domain, []).extend(
             (ep.memory_id(i), gatemem_memory_text(t, prefix_role)) for i, t in enumerate(ep.turns))
     rng = component_rng(seed, "gatemem/generator_other_domain")
