@@ -384,11 +384,12 @@ class InstanceBuilder:
             t_in, t_out = after.isoformat(), before.isoformat()
         vs = Slots(slots, old=old, new=new)
         ns_owner = self.namespace_owner(owner)
+        past = rng.random() < cfg["memories"]["past_phrasing_share"]
         mems = [
-            Mem(key="old", text=fill(rng.choice(topic["old"]), vs), kind="fact", domain=topic["domain"],
-                owner=ns_owner, true_tags=tags, rel_tags=tags, true_state="superseded", true_scope=scope,
-                rel_state="superseded" if mv else "unknown", rel_scope=scope if mv else None,
-                age_days=rng.randint(60, 400)),
+            Mem(key="old", text=fill(rng.choice(topic["past"] if past else topic["old"]), vs), kind="fact",
+                domain=topic["domain"], owner=ns_owner, true_tags=tags, rel_tags=tags, true_state="superseded",
+                true_scope=scope, rel_state="superseded" if mv else "unknown", rel_scope=scope if mv else None,
+                age_days=rng.randint(60, 400), past_phrased=past),
             Mem(key="new", text=fill(rng.choice(topic["new"]), vs), kind="state_value", domain=topic["domain"],
                 owner=ns_owner, true_tags=tags, rel_tags=tags, age_days=rng.randint(1, 59)),
         ]
@@ -404,7 +405,7 @@ class InstanceBuilder:
                     purpose=purpose, intent="current_state", scenario="scoped_supersession",
                     beneficial=beneficial, rel=rel, template=frame, subject=subject, time=when))
         return Instance(kind="scoped_supersession", topic=topic["id"], memories=mems, queries=queries,
-                        cell=(False, mv))
+                        cell=(past, mv))
 
     def _unknown_provenance(self, topic: dict, held: bool) -> Instance:
         rng, cfg = self.rng, self.cfg

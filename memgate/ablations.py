@@ -1,6 +1,7 @@
 """``make ablations``: one overlay per study in ``configs/ablations/``, 3 training seeds per row,
-resumable (one directory per row and seed, skipped when its results exist and its config hash
-matches), and a comparison table (markdown + JSON + plot) under ``reports/ablations/``.
+resumable (one directory per row and seed, skipped when its results exist and both its config hash
+and the training data's ``data_hash`` match), and a comparison table (markdown + JSON + plot)
+under ``reports/ablations/``.
 
     python -m memgate.ablations [--grid small|full] [--only name[,name]] [--seeds 0,1,2]
                                 [--no-real] [--table-only]
@@ -61,14 +62,24 @@ def row_config(name: str, overrides: list[str], seed: int, row_dir: Path) -> Tra
     ])
 
 
+def data_hash_of(config: TrainConfig) -> str | None:
+    """The ``data_hash`` of the data directory a row trains and evaluates on (None without meta.json)."""
+    meta = resolve_path(config.data.data_dir) / "meta.json"
+    return json.loads(meta.read_text()).get("data_hash") if meta.exists() else None
+
+
 def finished_row(name: str, overrides: list[str], seed: int) -> dict | None:
-    """The stored results of a (row, seed) whose config hash still matches, else None."""
+    """The stored results of a (row, seed) whose config hash and data hash still match, else None
+    (a regenerated data directory makes every row stale, as a changed overlay does)."""
     row_dir = OUT_DIR / name / f"seed{seed}"
     path = row_dir / "results.json"
     if not path.exists():
         return None
     done = json.loads(path.read_text())
-    return done if done.get("config_hash") == config_hash(row_config(name, overrides, seed, row_dir)) else None
+    config = row_config(name, overrides, seed, row_dir)
+    if done.get("config_hash") != config_hash(config) or done.get("data_hash") != data_hash_of(config):
+        return None
+    return done
 
 
 def run_row(name: str, overrides: list[str], seed: int, real: bool) -> dict:
@@ -83,7 +94,7 @@ def run_row(name: str, overrides: list[str], seed: int, real: bool) -> dict:
     result_path = row_dir / "results.json"
     done = finished_row(name, overrides, seed)
     if done is not None:
-        log.info("skip %s seed %d (results exist, config hash matches)", name, seed)
+        log.info("skip %s seed %d (results exist, config and data hashes match)", name, seed)
         return done
     started = time.perf_counter()
     summary = train(config, argv=["memgate.ablations", name, str(seed)], guard=locomo_guard_for(config))
@@ -112,8 +123,8 @@ def run_row(name: str, overrides: list[str], seed: int, real: bool) -> dict:
     if transfer:
         figures["gatemem_transfer_auc"] = transfer["suppression"]["pooled_auc"]["value"]
         figures["gatemem_baseline_auc"] = transfer["one_minus_cos"]["pooled_auc"]["value"]
-    result = {"row": name, "seed": seed, "config_hash": digest, "overrides": overrides,
-              "figures": figures, "seconds": time.perf_counter() - started}
+    result = {"row": name, "seed": seed, "config_hash": digest, "data_hash": data_hash_of(config),
+              "overrides": overrides, "figures": figures, "seconds": time.perf_counter() - started}
     result_path.parent.mkdir(parents=True, exist_ok=True)
     result_path.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
     return result
@@ -122,7 +133,7 @@ def run_row(name: str, overrides: list[str], seed: int, real: bool) -> dict:
 def summarize(results: dict[str, list[dict]]) -> dict:
     table = {}
     for name, runs in results.items():
-        table[name] = {}
+        table[name] = {"data_hash": sorted({str(r.get("data_hash"))[:8] for r in runs})}
         for key in SUMMARY_KEYS:
             values = [r["figures"].get(key) for r in runs if r["figures"].get(key) is not None]
             if values:
@@ -135,7 +146,9 @@ def write_outputs(table: dict) -> None:
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     (OUT_DIR / "ablations.json").write_text(json.dumps(table, indent=2, sort_keys=True) + "\n")
     keys = [k for k in SUMMARY_KEYS if any(k in row for row in table.values())]
-    lines = ["# Ablations", "", "Mean over training seeds [min, max].", "",
+    hashes = sorted({h for row in table.values() for h in row.get("data_hash", [])})
+    lines = ["# Ablations", "", "Mean over training seeds [min, max]. Training and synthetic test data: "
+             f"data_hash {', '.join(hashes) or 'unknown'}.", "",
              "| row | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
     for name, row in table.items():
         cells = []

@@ -84,8 +84,8 @@ def test_data_sources_select_training_triples_by_origin(tmp_path: Path):
 
 
 def test_ablation_table_is_rebuilt_from_finished_rows_only(tmp_path: Path, monkeypatch):
-    """--table-only trains nothing: it reads the rows whose config hash still matches and skips
-    the stale ones (a row whose overlay changed since it ran)."""
+    """--table-only trains nothing: it reads the rows whose config hash and data hash still match
+    and skips the stale ones (a row whose overlay changed since it ran, or that ran on other data)."""
     import json
 
     from memgate import ablations
@@ -93,15 +93,18 @@ def test_ablation_table_is_rebuilt_from_finished_rows_only(tmp_path: Path, monke
 
     monkeypatch.setattr(ablations, "OUT_DIR", tmp_path)
     rows = ablations.load_rows("small", ["baseline", "no_product"])
-    for name, seed, fresh in (("baseline", 0, True), ("baseline", 1, True), ("no_product", 0, False)):
+    for name, seed, config_fresh, data_fresh in (("baseline", 0, True, True), ("baseline", 1, True, True),
+                                                 ("baseline", 2, True, False), ("no_product", 0, False, True)):
         row_dir = tmp_path / name / f"seed{seed}"
-        digest = config_hash(ablations.row_config(name, rows[name]["overrides"], seed, row_dir))
+        config = ablations.row_config(name, rows[name]["overrides"], seed, row_dir)
         row_dir.mkdir(parents=True)
         (row_dir / "results.json").write_text(json.dumps({
-            "row": name, "seed": seed, "config_hash": digest if fresh else "stale",
+            "row": name, "seed": seed, "config_hash": config_hash(config) if config_fresh else "stale",
+            "data_hash": ablations.data_hash_of(config) if data_fresh else "regenerated-since",
             "figures": {"pref_acc_gated": 0.5 + seed / 10}}))
     assert ablations.finished_row("no_product", rows["no_product"]["overrides"], 0) is None
-    ablations.main(["--only", "baseline,no_product", "--seeds", "0,1", "--table-only"])
+    assert ablations.finished_row("baseline", rows["baseline"]["overrides"], 2) is None
+    ablations.main(["--only", "baseline,no_product", "--seeds", "0,1,2", "--table-only"])
     table = json.loads((tmp_path / "ablations.json").read_text())
     assert list(table) == ["baseline"]
     assert table["baseline"]["pref_acc_gated"] == {"mean": 0.55, "min": 0.5, "max": 0.6, "n_seeds": 2}

@@ -276,6 +276,37 @@ def test_metadata_coverage_extremes():
         assert risk and all(r["visibility"] != forbidden for r in risk)
 
 
+def test_lifecycle_negatives_are_text_visible_exactly_when_phrased_so(tiny_splits):
+    """Superseded and scoped old values: a lifecycle-False label is text-visible exactly when the
+    memory was written from a template that shows it no longer holds (``past``), and both cases
+    occur in both scenario families (the hard, text-visible case of scoped supersession)."""
+    from data_gen import content as C
+
+    past_texts = {sc: [t for topic in topics for t in topic["past"]]
+                  for sc, topics in (("superseded", C.SUPERSEDED), ("scoped_supersession", C.SCOPED))}
+
+    def phrased_past(text: str, scenario: str) -> bool:
+        return any(_matches_template(tpl, text) for tpl in past_texts[scenario])
+
+    seen = set()
+    for split in tiny_splits[0].values():
+        mems = {m["memory_id"]: m for m in split.memories}
+        for r in split.labels:
+            if r["scenario"] in past_texts and r["lifecycle"] is False and r["policy"] is not False:
+                text = mems[r["memory_id"]]["text"]
+                assert r["text_visible"] is phrased_past(text, r["scenario"]), text
+                seen.add((r["scenario"], r["text_visible"]))
+    assert seen == {(sc, tv) for sc in past_texts for tv in (True, False)}
+
+
+def _matches_template(template: str, text: str) -> bool:
+    import re
+
+    pattern = re.escape(template)
+    pattern = re.sub(r"\\\{[A-Za-z_0-9]+\\\}", ".+", pattern)
+    return re.fullmatch(pattern, text) is not None
+
+
 # --------------------------------------------------------------------------- held-out hygiene
 
 
