@@ -62,8 +62,13 @@ def test_score_cache_prevents_a_second_forward_pass(tiny, tmp_path):
     again = cached.verify("q text", ["m two", "m one", "m three"])  # one new candidate
     assert cached.ledger.calls == 2 and cached.ledger.cache_hits == 2
     assert again[0] == first[1] and again[1] == first[0]
+    answered = cached.ledger.answered_seconds
     cached.verify("q text", ["m one"])
     assert cached.ledger.calls == 2 and cached.ledger.cache_hits == 3
+    # latency accounting: only the model's candidates count as scored; an all-cached call adds
+    # wall time but no answered time
+    assert cached.ledger.scored_candidates == 3 and cached.ledger.candidates == 6
+    assert cached.ledger.answered_seconds == answered < cached.ledger.seconds
 
 
 def test_prompt_holds_only_the_two_texts(tiny):

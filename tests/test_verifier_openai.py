@@ -78,9 +78,11 @@ def test_cache_prevents_a_second_call(tmp_path):
     second = verifier.verify(QUERY, TEXTS)
     assert first == second and len(seen) == 1
     assert verifier.ledger.calls == 1 and verifier.ledger.cache_hits == 1
+    assert verifier.ledger.scored_candidates == 2 and verifier.ledger.candidates == 4
     rerun = make("ok_two", tmp_path, seen)  # a fresh process with the same cache: costs nothing
     assert rerun.verify(QUERY, TEXTS) == first and len(seen) == 1
     assert rerun.ledger.calls == 0 and rerun.ledger.cost_usd == 0.0
+    assert rerun.ledger.scored_candidates == 0 and rerun.ledger.answered_seconds == 0.0
     # another model, or other texts, is another key
     other = make("ok_two", tmp_path, seen)
     other.verify(QUERY + " Please.", TEXTS)

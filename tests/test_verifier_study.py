@@ -39,6 +39,8 @@ class Scripted(Verifier):
 
     def _verify(self, request):
         self.seen.append(request)
+        self.ledger.calls += 1  # as a backend does when its model answers
+        self.ledger.scored_candidates += len(request.candidates)
         out = []
         for text in request.candidates:
             if "BAD" in text:
@@ -201,6 +203,8 @@ def test_study_end_to_end_with_a_scripted_verifier():
         assert "recall_required@20" in route and "l_rc@20" in route and "exposure_policy@20" in route
     assert "visibility=tv_not_mv" in block["visibility"]
     assert timing["scripted"]["latency_per_query_s"] >= 0
+    assert timing["scripted"]["uncached_latency_per_query_s"] >= 0
+    assert timing["scripted"]["test_candidates_from_cache"] >= 0
     # the drop route never exposes more violations than global dense on the same subsample
     v_drop = block["routes"]["text_verifier_scripted"]["exposure_policy@20"]["value"]
     v_dense = block["routes"]["global_dense"]["exposure_policy@20"]["value"]

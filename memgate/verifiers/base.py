@@ -205,7 +205,12 @@ def parse_verdicts(payload: Any, n_candidates: int) -> list[CandidateVerdict]:
 
 @dataclass
 class Ledger:
-    """Calls, tokens, cost and latency of one verifier (cache hits cost nothing)."""
+    """Calls, tokens, cost and latency of one verifier (cache hits cost nothing).
+
+    ``seconds`` is the time of every ``verify`` call, cache hits included; ``answered_seconds``
+    only that of the calls that ran the model, and ``scored_candidates`` the candidates it scored
+    there, so ``answered_seconds / scored_candidates`` is the uncached cost per candidate whatever
+    the cache held."""
 
     calls: int = 0  # answered requests (network calls or local forward passes over a query)
     cache_hits: int = 0
@@ -214,12 +219,14 @@ class Ledger:
     completion_tokens: int = 0
     cost_usd: float = 0.0
     seconds: float = 0.0
+    answered_seconds: float = 0.0
     candidates: int = 0
+    scored_candidates: int = 0
     errors: dict = field(default_factory=dict)  # kind -> count
 
     def add(self, other: "Ledger") -> None:
         for key in ("calls", "cache_hits", "retries", "prompt_tokens", "completion_tokens",
-                    "cost_usd", "seconds", "candidates"):
+                    "cost_usd", "seconds", "answered_seconds", "candidates", "scored_candidates"):
             setattr(self, key, getattr(self, key) + getattr(other, key))
         for k, v in other.errors.items():
             self.errors[k] = self.errors.get(k, 0) + v
@@ -248,9 +255,13 @@ class Verifier(ABC):
         request = VerifierInput.build(query, candidates, self.max_bytes)
         if not request.candidates:
             return []
+        calls_before = self.ledger.calls
         start = time.perf_counter()
         out = self._verify(request)
-        self.ledger.seconds += time.perf_counter() - start
+        elapsed = time.perf_counter() - start
+        self.ledger.seconds += elapsed
+        if self.ledger.calls > calls_before:  # the model ran (not all from the cache)
+            self.ledger.answered_seconds += elapsed
         if len(out) != len(request.candidates) or not all(isinstance(v, CandidateVerdict) for v in out):
             raise VerifierOutputError(
                 f"{type(self).__name__} returned {len(out)} verdicts for {len(request.candidates)} candidates")

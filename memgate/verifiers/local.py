@@ -313,6 +313,7 @@ class LocalVerifier(Verifier):
             p, m = self.score_ids(prefix, suffixes)
             probs[todo], mass[todo] = p, m
             self.ledger.calls += 1
+            self.ledger.scored_candidates += len(todo)
             self.ledger.prompt_tokens += ((len(prefix) if self.prefix_cache else len(prefix) * len(suffixes))
                                           + sum(map(len, suffixes)))
             if self.cache is not None:

@@ -140,6 +140,7 @@ class OpenAIVerifier(Verifier):
                 self.ledger.cache_hits += 1
                 return parse_verdicts(hit["content"], n)
         response = self._call(payload)
+        self.ledger.scored_candidates += n
         content = response.choices[0].message.content
         if content is None:
             self.ledger.errors["empty_content"] = self.ledger.errors.get("empty_content", 0) + 1
