@@ -57,9 +57,9 @@ def run(n: int = 100_000, repeats: int = 20, namespaces: int = 4, readable: int 
 
     torch.set_num_threads(threads)
     from memgate.gate import MemGate, MemGateConfig
+    from memgate.gate_scoring import FusedGateScorer
     from memgate.retriever import EmbeddedStore, Memory
     from memgate.retriever.qdrant_store import QdrantStore
-    from memgate.retriever.scoring import FusedGateScorer
 
     ident = {"id": "bench-random", "revision": "1", "normalize": True, "dim": DIM}
     rng = np.random.default_rng(seed)

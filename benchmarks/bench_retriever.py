@@ -14,7 +14,7 @@ variant alike; every figure is a median over ``--repeats`` (p90 beside it):
   ``overhead_ratio`` / ``overhead_ratio_pre``: median(top-100 + gate, timed as one block) /
   median(top-100).
 - ``gate_fused_ms_per_100`` / ``overhead_ratio_fused``: the retriever's
-  :class:`memgate.retriever.scoring.FusedGateScorer` (the same function with the split, in a
+  :class:`memgate.gate_scoring.FusedGateScorer` (the same function with the split, in a
   dozen large operations instead of MemGate.forward's many small ones).
 - ``cpu1_*``: the same gate and top-100 figures as single-thread CPU time of the calling
   thread (``time.thread_time``), a companion that a busy machine inflates far less than wall
@@ -51,7 +51,7 @@ import numpy as np
 import torch
 
 from memgate.gate import MemGate, MemGateConfig
-from memgate.retriever.scoring import FusedGateScorer
+from memgate.gate_scoring import FusedGateScorer
 
 WIDTHS = (256, 512, 1024)
 DEFAULT_WIDTH = MemGateConfig().hidden

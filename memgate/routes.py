@@ -98,13 +98,13 @@ class GateScorer:
     """Gate scores computed once per (query, memory) and reused by every gated route.
 
     Scores go through ``FusedGateScorer`` (the same function as ``MemGate.score``, checked in
-    tests/test_retriever_scoring.py): the memory part of the first layer is computed once per
+    tests/test_gate_scoring.py): the memory part of the first layer is computed once per
     memory of the source and the query part once per query, leaving the q * v term and the
     remaining layers per pair.
     """
 
     def __init__(self, gate, memory_vectors: np.ndarray, query_vectors: np.ndarray):
-        from memgate.retriever.scoring import FusedGateScorer
+        from memgate.gate_scoring import FusedGateScorer
 
         self.gate = gate
         weight = gate.head.weight  # inputs follow the gate (a GPU or float64 gate in training)

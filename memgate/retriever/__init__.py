@@ -20,6 +20,7 @@ allowed actions) and an append-only audit trail (stored -> retrieved -> exposed 
 See docs/retriever.md.
 """
 
+from memgate.gate_scoring import FusedGateScorer
 from memgate.retriever.audit import (
     AuditError,
     AuditLog,
@@ -52,7 +53,6 @@ from memgate.retriever.schema import (
     Supersedes,
     UnknownMemoryError,
 )
-from memgate.retriever.scoring import FusedGateScorer
 from memgate.retriever.store import EmbeddedStore, IndexEntry, MemoryStore, normalize_identity
 
 __all__ = [

@@ -22,7 +22,7 @@ Query path (DESIGN section 2)::
 The gate's first layer splits as ``W_q q + W_v v + W_qv (q * v) + b``: the retriever computes
 ``W_v v`` once per memory when it enters the index (``precompute=True``), ``W_q q`` once per
 query, and only the ``q * v`` term and the remaining layers per candidate, fused into a few
-large operations (:class:`memgate.retriever.scoring.FusedGateScorer`, equal to
+large operations (:class:`memgate.gate_scoring.FusedGateScorer`, equal to
 ``MemGate.score``).
 """
 
@@ -44,10 +44,10 @@ import torch
 from memgate.admissibility import PolicyRules, SupersessionScope, effective_state
 from memgate.encoder import text_hash
 from memgate.gate import MemGate, check_encoder
+from memgate.gate_scoring import FusedGateScorer
 from memgate.records import MemoryRecord, QueryContext, route_verdict
 from memgate.retriever.audit import AuditError, AuditLog, make_event, utc_now
 from memgate.retriever.schema import EncoderMismatchError, Memory, Supersedes
-from memgate.retriever.scoring import FusedGateScorer
 from memgate.retriever.semantics import normalize_identity
 from memgate.retriever.store import EmbeddedStore, MemoryStore
 from memgate.retriever.support import SupportIndex, exact_cosines, top_by_score

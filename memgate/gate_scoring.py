@@ -6,9 +6,10 @@ write time), computes ``W_q q + b`` once per query and leaves the ``q * v`` term
 remaining layers per candidate, in a dozen large tensor operations. ``MemGate.forward`` spends
 most of its time at two threads in the overhead of its many small operations (each one an
 OpenMP region), not in arithmetic: this scorer computes the same function (checked against
-``MemGate.score`` in ``tests/test_retriever_scoring.py``) in less than half the time.
+``MemGate.score`` in ``tests/test_gate_scoring.py``) in less than half the time.
 
-The scorer snapshots the gate's weights when it is built (as the retriever's precomputed memory
+It lives beside the gate (not in the retriever) because the evaluation routes, the training guard
+and the retriever all score with it. The scorer snapshots the gate's weights when it is built (as the retriever's precomputed memory
 parts do); rebuild it after changing the gate. Eval mode only: dropout is the identity.
 """
 

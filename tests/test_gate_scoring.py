@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from memgate.gate import FEATURE_SETS, MemGate, MemGateConfig
-from memgate.retriever.scoring import FusedGateScorer
+from memgate.gate_scoring import FusedGateScorer
 
 
 def _rough(gate: MemGate, seed: int) -> MemGate:
