@@ -384,7 +384,8 @@ class InstanceBuilder:
             t_in, t_out = after.isoformat(), before.isoformat()
         vs = Slots(slots, old=old, new=new)
         ns_owner = self.namespace_owner(owner)
-        past = rng.random() < cfg["memories"]["past_phrasing_share"]
+        share = cfg["memories"]["scoped_past_phrasing_share"]
+        past = share > 0 and rng.random() < share  # no draw at 0: the default data stay as released
         mems = [
             Mem(key="old", text=fill(rng.choice(topic["past"] if past else topic["old"]), vs), kind="fact",
                 domain=topic["domain"], owner=ns_owner, true_tags=tags, rel_tags=tags, true_state="superseded",

@@ -49,6 +49,10 @@ DEFAULT_CONFIG: dict[str, Any] = {
         "optional_anchor_share": 0.8,  # a second required anchor where a topic has one
         "shared_namespace_share": 0.3,  # anchors and state stored in <group>/shared
         "past_phrasing_share": 0.4,  # superseded values phrased in the past tense (text-visible)
+        # scoped-supersession old values phrased past / with their end date (text-visible). 0 keeps
+        # the released data; 0.4 gives scoped hard_share_tv 0.39 with hard-positive queries = hard-
+        # negative ones (measured; README), to be made the default with the next release
+        "scoped_past_phrasing_share": 0.0,
         "unresolved_relevance_share": 0.5,  # unknown-provenance notes with relevance "unresolved"
     },
     # share of policy-scenario negatives whose route-visible tag reveals the violation

@@ -276,11 +276,15 @@ def test_metadata_coverage_extremes():
         assert risk and all(r["visibility"] != forbidden for r in risk)
 
 
-def test_lifecycle_negatives_are_text_visible_exactly_when_phrased_so(tiny_splits):
+def test_lifecycle_negatives_are_text_visible_exactly_when_phrased_so():
     """Superseded and scoped old values: a lifecycle-False label is text-visible exactly when the
     memory was written from a template that shows it no longer holds (``past``), and both cases
     occur in both scenario families (the hard, text-visible case of scoped supersession)."""
     from data_gen import content as C
+
+    cfg = load_config(TINY)
+    cfg["memories"]["scoped_past_phrasing_share"] = 0.5
+    splits, _ = generate(cfg)
 
     past_texts = {sc: [t for topic in topics for t in topic["past"]]
                   for sc, topics in (("superseded", C.SUPERSEDED), ("scoped_supersession", C.SCOPED))}
@@ -289,7 +293,7 @@ def test_lifecycle_negatives_are_text_visible_exactly_when_phrased_so(tiny_split
         return any(_matches_template(tpl, text) for tpl in past_texts[scenario])
 
     seen = set()
-    for split in tiny_splits[0].values():
+    for split in splits.values():
         mems = {m["memory_id"]: m for m in split.memories}
         for r in split.labels:
             if r["scenario"] in past_texts and r["lifecycle"] is False and r["policy"] is not False:
@@ -297,6 +301,10 @@ def test_lifecycle_negatives_are_text_visible_exactly_when_phrased_so(tiny_split
                 assert r["text_visible"] is phrased_past(text, r["scenario"]), text
                 seen.add((r["scenario"], r["text_visible"]))
     assert seen == {(sc, tv) for sc in past_texts for tv in (True, False)}
+    # at the default 0 no scoped old value is phrased past (the released data)
+    default = generate(load_config(TINY))[0]
+    assert not any(r["text_visible"] for s in default.values() for r in s.labels
+                   if r["scenario"] == "scoped_supersession" and r["lifecycle"] is False and r["policy"] is not False)
 
 
 def _matches_template(template: str, text: str) -> bool:
