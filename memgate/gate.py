@@ -39,7 +39,7 @@ CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 
 FEATURE_SETS = ("qv_prod", "no_prod", "v_only", "q_only")
-MASK_KINDS = ("vector", "scalar")
+MASK_KINDS = ("vector", "scalar", "binary")
 _FEATURE_BLOCKS = {"qv_prod": 3, "no_prod": 2, "v_only": 1, "q_only": 1}
 _ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU, "silu": nn.SiLU, "tanh": nn.Tanh}
 _ENCODER_KEYS = ("id", "revision", "normalize", "dim")
@@ -64,9 +64,11 @@ class MemGateConfig:
     init_bias: b0, the initial bias of the last layer; sigmoid(4) ~= 0.982.
     init_std: std of the normal init of the last layer's weights; (0, 1e-3] per DESIGN section 4.
     features: qv_prod ([q; v; q*v]), no_prod ([q; v]), v_only ([v]), q_only ([q]).
-    mask_kind: vector (one gate value per dimension) or scalar (one value per memory, broadcast
-        over d). A scalar mask cancels in the gated cosine, so it never changes a score: it is a
-        null ablation that isolates what the per-dimension mask buys.
+    mask_kind: vector (one gate value per dimension), scalar (one value per memory, broadcast
+        over d) or binary (per dimension, hard 0/1: ``g > 0.5`` forward, the sigmoid's gradient
+        backward, a straight-through estimator; at initialisation every g is 1, the identity). A
+        scalar mask cancels in the gated cosine, so it never changes a score: it is a null
+        ablation that isolates what the per-dimension mask buys.
     eps: guard for the norms in the cosines.
     encoder_id / encoder_revision / encoder_normalize: which embeddings the gate was trained on.
     """
@@ -250,6 +252,12 @@ def reference_score(q: ArrayLike, V: ArrayLike, eps: float = 1e-8) -> torch.Tens
 # the gate
 
 
+def straight_through(g: torch.Tensor) -> torch.Tensor:
+    """Hard mask ``1[g > 0.5]`` in the forward pass with the gradient of ``g`` (straight-through)."""
+    hard = (g > 0.5).to(g.dtype)
+    return hard + (g - g.detach())
+
+
 class MemGate(nn.Module):
     """MLP over features of (q, v) -> sigmoid -> mask g in [0, 1]^d; scores by gated cosine."""
 
@@ -263,7 +271,7 @@ class MemGate(nn.Module):
         self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in itertools.pairwise(widths))
         self.act = _ACTIVATIONS[config.activation]()
         self.drop = nn.Dropout(config.dropout)
-        self.head = nn.Linear(config.hidden, config.dim if config.mask_kind == "vector" else 1)
+        self.head = nn.Linear(config.hidden, 1 if config.mask_kind == "scalar" else config.dim)
         # extra JSON saved under "export" in config.json (training info, calibrated threshold)
         self.export_info: dict[str, Any] = {}
         self.reset_head()
@@ -306,6 +314,8 @@ class MemGate(nn.Module):
         g = torch.sigmoid(self.head(h))
         if self.config.mask_kind == "scalar":
             g = g.expand(*g.shape[:-1], self.config.dim)
+        elif self.config.mask_kind == "binary":
+            g = straight_through(g)
         return g
 
     def _output(self, q, V, g, single: bool) -> GateOutput:
@@ -561,6 +571,7 @@ __all__ = [
     "FORMAT_NAME",
     "FORMAT_VERSION",
     "MASK_KINDS",
+    "straight_through",
     "GateOutput",
     "MemGate",
     "MemGateConfig",

@@ -76,6 +76,8 @@ class FusedGateScorer:
         for W_t, b in self.hidden:
             h = self.act(torch.addmm(b, h, W_t))
         g = torch.sigmoid(torch.addmm(self.head[1], h, self.head[0]))  # (N, d) or (N, 1)
+        if self.config.mask_kind == "binary":
+            g = (g > 0.5).to(g.dtype)
         Vg = V * g
         return torch.mv(Vg, q) / Vg.norm(dim=1).clamp_min(eps)
 

@@ -196,6 +196,27 @@ def test_scalar_mask_is_broadcast_and_cancels_in_the_cosine(gen):
         assert torch.allclose(gate.score(q, V), reference_score(q, V), atol=1e-6)
 
 
+def test_binary_mask_is_hard_forward_and_straight_through_backward(gen):
+    """mask_kind=binary: g in {0, 1} in the forward pass, the sigmoid's gradient in the backward
+    pass (straight-through), and the identity (every g = 1, the plain cosine) at initialisation."""
+    fresh = MemGate(MemGateConfig(dim=16, hidden=8, mask_kind="binary"))
+    q, V = torch.randn(16, generator=gen), torch.randn(5, 16, generator=gen)
+    with torch.no_grad():
+        assert torch.equal(fresh.mask(q, V), torch.ones(5, 16))
+        assert torch.allclose(fresh.score(q, V), reference_score(q, V), atol=1e-6)
+    gate = _roughen(MemGate(MemGateConfig(dim=16, hidden=8, mask_kind="binary")))
+    g = gate.mask(q, V)
+    assert set(torch.unique(g.detach()).tolist()) == {0.0, 1.0}
+    vector = MemGate(MemGateConfig(dim=16, hidden=8, mask_kind="vector"))  # the same MLP, soft mask
+    vector.load_state_dict(gate.state_dict())
+    g.sum().backward()
+    grad_binary = [p.grad.clone() for p in gate.parameters()]
+    vector.mask(q, V).sum().backward()
+    for a, b in zip(grad_binary, (p.grad for p in vector.parameters())):
+        assert torch.allclose(a, b, atol=1e-6)
+    assert any(float(a.abs().sum()) > 0 for a in grad_binary)
+
+
 # -- write-time precomputation ------------------------------------------------------------------
 
 

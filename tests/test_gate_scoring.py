@@ -20,7 +20,7 @@ def _rough(gate: MemGate, seed: int) -> MemGate:
 
 @pytest.mark.parametrize("features", FEATURE_SETS)
 @pytest.mark.parametrize("variant", [
-    {}, {"mask_kind": "scalar"}, {"activation": "relu", "n_layers": 1},
+    {}, {"mask_kind": "scalar"}, {"mask_kind": "binary"}, {"activation": "relu", "n_layers": 1},
     {"activation": "tanh", "n_layers": 3, "hidden": 64},
 ])
 def test_fused_scorer_equals_memgate_score(features, variant):
