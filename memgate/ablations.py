@@ -55,9 +55,16 @@ def load_rows(grid: str, only: list[str] | None) -> dict[str, dict]:
 
 
 def row_config(name: str, overrides: list[str], seed: int, row_dir: Path) -> TrainConfig:
+    """The training config of one (row, seed). Output paths inside the repository are written
+    relative to it (``resolve_path`` reads them so), so the config hash survives moving the
+    checkout."""
+    try:
+        row_dir = row_dir.relative_to(REPO_ROOT)
+    except ValueError:
+        pass
     return load_config(TrainConfig, resolve_path("configs/train/default.yaml"), [
         *overrides, f"seed={seed}", f"export.name={name}-seed{seed}",
-        f"export.checkpoints_dir={row_dir}", f"export.runs_dir={row_dir / 'runs'}",
+        f"export.checkpoints_dir={row_dir.as_posix()}", f"export.runs_dir={(row_dir / 'runs').as_posix()}",
         "trainer.progress_bar=false",
     ])
 
@@ -68,18 +75,48 @@ def data_hash_of(config: TrainConfig) -> str | None:
     return json.loads(meta.read_text()).get("data_hash") if meta.exists() else None
 
 
+def _recorded_data_hash(done: dict, row_dir: Path, name: str, seed: int) -> str | None:
+    """The data hash a finished row ran on: results.json, else the exported gate's config.json
+    (``export.data_hash``, written by the training run itself)."""
+    if done.get("data_hash"):
+        return done["data_hash"]
+    exported = row_dir / f"{name}-seed{seed}" / "config.json"
+    if exported.exists():
+        return json.loads(exported.read_text()).get("export", {}).get("data_hash")
+    return None
+
+
 def finished_row(name: str, overrides: list[str], seed: int) -> dict | None:
     """The stored results of a (row, seed) whose config hash and data hash still match, else None
-    (a regenerated data directory makes every row stale, as a changed overlay does)."""
+    (a regenerated data directory makes every row stale, as a changed overlay does); a stale row
+    is logged with the reason."""
     row_dir = OUT_DIR / name / f"seed{seed}"
     path = row_dir / "results.json"
     if not path.exists():
         return None
     done = json.loads(path.read_text())
     config = row_config(name, overrides, seed, row_dir)
-    if done.get("config_hash") != config_hash(config) or done.get("data_hash") != data_hash_of(config):
+    if done.get("config_hash") != config_hash(config):
+        log.info("%s seed %d is stale: its config changed since it ran", name, seed)
         return None
-    return done
+    ran_on, now = _recorded_data_hash(done, row_dir, name, seed), data_hash_of(config)
+    if ran_on != now:
+        log.info("%s seed %d is stale: it ran on data %s, the data dir is now %s",
+                 name, seed, str(ran_on)[:8], str(now)[:8])
+        return None
+    return dict(done, data_hash=ran_on)
+
+
+def finished_rows(grid: str) -> dict[str, list[dict]]:
+    """Every finished (row, seed) of ``grid`` on disk, whatever this invocation ran: the table."""
+    out: dict[str, list[dict]] = {}
+    for name, spec in load_rows(grid, None).items():
+        seeds = sorted(int(d.name[4:]) for d in (OUT_DIR / name).glob("seed*") if d.name[4:].isdigit())
+        for seed in seeds:
+            done = finished_row(name, spec["overrides"], seed)
+            if done is not None:
+                out.setdefault(name, []).append(done)
+    return out
 
 
 def run_row(name: str, overrides: list[str], seed: int, real: bool) -> dict:
@@ -182,25 +219,21 @@ def main(argv=None) -> int:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--no-real", action="store_true")
     parser.add_argument("--table-only", action="store_true",
-                        help="train nothing: rebuild the table from the rows and seeds already done")
+                        help="train nothing: rebuild the table from every finished row and seed of the grid")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     rows = load_rows(args.grid, args.only.split(",") if args.only else None)
     seeds = [int(s) for s in args.seeds.split(",")]
-    results: dict[str, list[dict]] = {}
-    for name, spec in rows.items():
-        for seed in seeds:
-            if args.table_only:
-                done = finished_row(name, spec["overrides"], seed)
-                if done is not None:
-                    results.setdefault(name, []).append(done)
-                continue
-            results.setdefault(name, []).append(run_row(name, spec["overrides"], seed, not args.no_real))
-            write_outputs(summarize(results))  # the table grows as rows finish: nothing lost
-    if args.table_only:
-        if not results:
-            raise SystemExit("no finished ablation rows for this grid and these seeds")
-        write_outputs(summarize(results))
+    if not args.table_only:
+        for name, spec in rows.items():
+            for seed in seeds:
+                run_row(name, spec["overrides"], seed, not args.no_real)
+                # the table grows as rows finish, from every finished row on disk: nothing lost
+                write_outputs(summarize(finished_rows(args.grid)))
+    results = finished_rows(args.grid)
+    if not results:
+        raise SystemExit("no finished ablation rows for this grid")
+    write_outputs(summarize(results))
     print((OUT_DIR / "ablations.md").read_text())
     return 0
 
