@@ -49,3 +49,25 @@ def test_fused_scorer_checks_shapes():
         scorer.score(torch.randn(16), V, torch.zeros(4, 8))
     with pytest.raises(ValueError, match="expected q"):
         scorer.score(torch.randn(15), V, torch.zeros(5, 8))
+
+
+@pytest.mark.parametrize("features", FEATURE_SETS)
+def test_fused_scorer_copies_the_weights_and_follows_the_gate_dtype(features):
+    """Built from a gate, the scorer keeps its weights when the gate trains on (every feature set,
+    q_only included), and scores numpy float32 inputs with a float64 gate."""
+    gate = _rough(MemGate(MemGateConfig(dim=16, hidden=8, features=features)), 3)
+    rng = np.random.default_rng(4)
+    q, V = rng.standard_normal(16).astype(np.float32), rng.standard_normal((9, 16)).astype(np.float32)
+    scorer = FusedGateScorer(gate)
+    v_part = scorer.memory_part(V)
+    before = scorer.score(q, V, v_part)
+    with torch.no_grad():
+        for p in gate.parameters():
+            p.mul_(-2.0)
+    assert torch.equal(scorer.score(q, V, v_part), before)
+    wide = _rough(MemGate(MemGateConfig(dim=16, hidden=8, features=features)), 3).double()
+    fused = FusedGateScorer(wide)
+    out = fused.score(q, V, fused.memory_part(torch.from_numpy(V).double()))
+    assert out.dtype == torch.float64
+    with torch.no_grad():
+        assert float((out - wide.score(torch.from_numpy(q).double(), torch.from_numpy(V).double())).abs().max()) < 1e-9
