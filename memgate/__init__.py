@@ -7,6 +7,11 @@ data generator) start in a fraction of a second.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # what type checkers and IDEs see
+    from memgate.gate import MemGate, MemGateConfig
+
 __all__ = ["MemGate", "MemGateConfig"]
 __version__ = "0.1.0"
 
@@ -17,3 +22,7 @@ def __getattr__(name: str):
 
         return getattr(gate, name)
     raise AttributeError(f"module 'memgate' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -104,6 +104,46 @@ def test_candidate_pools_follow_the_relations():
         assert all(t[4] and row["query_id"] not in t[4] for t in od + oe)
 
 
+def _pools_by_definition(rows: list[dict]) -> dict:
+    """The relations written out literally: for each row, every turn (another row's positive) of
+    the relation whose text is none of the row's own positive or protected texts."""
+    turns = candidate_pools(rows)["turns"]
+    out: dict = {rel: {} for rel in RELATIONS}
+    for row in rows:
+        own = {t["text"] for t in row["positives"] + row["protected"]}
+        for rel in RELATIONS:
+            out[rel][row["query_id"]] = [
+                i for i, t in enumerate(turns) if t[1] not in own and (
+                    t[2] != row["domain"] if rel == "other_domain" else
+                    t[2] == row["domain"] and t[3] != row["group_id"])]
+    return out
+
+
+def test_candidate_pools_drop_the_rows_own_texts_wherever_they_occur():
+    """A row's own positive and protected texts are removed from its candidates even when the same
+    text is another turn of another domain or episode (repeated boilerplate), and the pools equal
+    the relations written out literally."""
+    rows = _fake_rows()
+    shared = rows[0]["positives"][0]["text"]
+    other = next(r for r in rows if r["domain"] != rows[0]["domain"])
+    same_domain = next(r for r in rows if r["domain"] == rows[0]["domain"] and r["group_id"] != rows[0]["group_id"])
+    other["positives"].append({"memory_id": "zz-other-domain-dup", "text": shared})
+    same_domain["positives"].append({"memory_id": "zz-other-episode-dup", "text": shared})
+    protected = other["positives"][0]["text"]
+    rows[0]["protected"] = [{"memory_id": "p-0", "text": protected}]
+    pools = candidate_pools(rows)
+    texts = {rel: [pools["turns"][i][1] for i in pools[rel][rows[0]["query_id"]]] for rel in RELATIONS}
+    assert shared not in texts["other_domain"] and shared not in texts["other_episode"]
+    assert protected not in texts["other_domain"]
+    # the duplicates are still candidates of the rows that do not own the text
+    third = next(r for r in rows if r["domain"] != other["domain"] and r["query_id"] != rows[0]["query_id"]
+                 and shared not in {t["text"] for t in r["positives"]})
+    assert "zz-other-domain-dup" in {pools["turns"][i][0] for i in pools["other_domain"][third["query_id"]]}
+    reference = _pools_by_definition(rows)
+    for rel in RELATIONS:
+        assert pools[rel] == reference[rel]
+
+
 def test_mine_real_rule_natural_similarity_and_balance():
     rows = _fake_rows()
     cos, matrix = _vector_matrix(rows)

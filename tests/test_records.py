@@ -273,3 +273,16 @@ def test_route_verdict_signature_takes_no_label():
     params = list(inspect.signature(route_verdict).parameters)
     assert params == ["memory", "context", "rules"]
     assert not re.search(r"label", " ".join(params))
+
+
+def test_the_torch_free_parts_import_without_torch():
+    """``import memgate`` and the data generator do not load torch (the gate is imported on first
+    use), so ``python -m data_gen`` and the record/admissibility code start fast; the lazy
+    attribute still gives the gate."""
+    import subprocess
+    import sys
+
+    code = ("import sys, memgate, memgate.records, memgate.admissibility, memgate.real_data.gatemem, "
+            "data_gen.generate, data_gen.real_text; assert 'torch' not in sys.modules, 'torch imported'; "
+            "from memgate import MemGate; assert 'torch' in sys.modules and MemGate.__name__ == 'MemGate'")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[1])

@@ -203,8 +203,8 @@ def test_study_end_to_end_with_a_scripted_verifier():
         assert "recall_required@20" in route and "l_rc@20" in route and "exposure_policy@20" in route
     assert "visibility=tv_not_mv" in block["visibility"]
     assert timing["scripted"]["latency_per_query_s"] >= 0
-    assert timing["scripted"]["uncached_latency_per_query_s"] >= 0
-    assert timing["scripted"]["test_candidates_from_cache"] >= 0
+    assert timing["scripted"]["uncached_latency_per_query_s"] > 0
+    assert timing["scripted"]["test_candidates_from_cache"] == 0  # Scripted has no cache
     # the drop route never exposes more violations than global dense on the same subsample
     v_drop = block["routes"]["text_verifier_scripted"]["exposure_policy@20"]["value"]
     v_dense = block["routes"]["global_dense"]["exposure_policy@20"]["value"]
