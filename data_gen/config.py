@@ -195,6 +195,8 @@ def resolve(raw: Optional[Mapping] = None, seed: Optional[int] = None) -> dict:
 
 def load_config(path: Path, seed: Optional[int] = None) -> dict:
     path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such config file")
     raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{path}: the config must be a YAML mapping")

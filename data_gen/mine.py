@@ -450,6 +450,8 @@ def main(argv=None) -> int:
     parser.add_argument("--test-only", action="store_true", help="measure hardness only; write no triples")
     parser.add_argument("--batch-size", type=int, default=64)
     args = parser.parse_args(argv)
+    if not (args.data / "meta.json").is_file():
+        parser.error(f"--data {args.data}: no meta.json there (write one with python -m data_gen --out {args.data})")
     result = mine(args.data, args.encoder, args.max_mined, train=not args.test_only, batch_size=args.batch_size)
     print(json.dumps({k: result[k] for k in ("hard_share_tv", "hard_positive_share_tv", "reference_accuracy",
                                              "timing")}

@@ -66,5 +66,20 @@ def tables(report_dir: Path) -> str:
     return "\n".join(out)
 
 
+def main(argv=None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m memgate.results_tables",
+        description="Print the README's per-source route tables from a report's metrics.json.")
+    parser.add_argument("report", nargs="?", type=Path, default=Path("reports/memgate-minilm-l6"),
+                        help="report directory holding metrics.json (default: the released report)")
+    args = parser.parse_args(argv)
+    if not (args.report / "metrics.json").is_file():
+        parser.error(f"{args.report / 'metrics.json'} not found (run evaluate.py or make release first)")
+    print(tables(args.report))
+    return 0
+
+
 if __name__ == "__main__":
-    print(tables(Path(sys.argv[1] if len(sys.argv) > 1 else "reports/memgate-minilm-l6")))
+    sys.exit(main())

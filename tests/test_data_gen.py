@@ -69,6 +69,20 @@ def test_configs_resolve_and_unknown_key_raises(tmp_path):
         resolve({"metadata_coverag": 0.5})
     with pytest.raises(ConfigError, match="metadata_coverage"):
         resolve({"metadata_coverage": 1.5})
+    with pytest.raises(ConfigError, match="missing.yaml: no such config file"):
+        load_config(tmp_path / "missing.yaml")
+
+
+def test_cli_errors_name_the_missing_input(tmp_path, capsys):
+    from data_gen.__main__ import main as generate_main
+    from data_gen.mine import main as mine_main
+
+    with pytest.raises(SystemExit):
+        generate_main(["--config", str(tmp_path / "nope.yaml"), "--out", str(tmp_path / "out")])
+    assert "nope.yaml: no such config file" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        mine_main(["--data", str(tmp_path / "empty")])
+    assert "no meta.json there" in capsys.readouterr().err
 
 
 def test_every_template_fills_for_every_topic():
