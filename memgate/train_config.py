@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Optional
 
 from memgate.config import ConfigError
@@ -30,6 +30,11 @@ class GateSection:
     features: str = "qv_prod"
     mask_kind: str = "vector"
 
+    def __post_init__(self) -> None:  # the gate's own checks, at load time, named gate.<key>
+        from memgate.gate import MemGateConfig
+
+        _checked("gate", "MemGateConfig", lambda: MemGateConfig(dim=8, **_fields(self)))
+
 
 @dataclass(frozen=True)
 class LossSection:
@@ -40,8 +45,26 @@ class LossSection:
     preservation_weight: float = 0.1
     preserve_negatives: bool = False
 
+    def __post_init__(self) -> None:  # the loss's own checks, at load time, named loss.<key>
+        from memgate.objective import LossConfig
+
+        _checked("loss", "LossConfig", lambda: LossConfig(**_fields(self)))
+
+
+def _fields(section) -> dict:
+    return {f.name: getattr(section, f.name) for f in fields(section)}
+
+
+def _checked(prefix: str, class_name: str, build) -> None:
+    """Run ``build`` and turn its ValueError into a ConfigError naming the dotted config key."""
+    try:
+        build()
+    except ValueError as exc:
+        raise ConfigError(str(exc).replace(f"{class_name}.", f"{prefix}.")) from None
+
 
 TRIPLE_SOURCES = ("template", "mined", "gatemem")
+PRECISIONS = ("32-true", "32", "64-true", "64", "bf16-mixed", "bf16-true", "16-mixed", "16-true")
 
 
 @dataclass(frozen=True)
@@ -132,3 +155,17 @@ class TrainConfig:
             raise ConfigError("optim.batch_size must be >= 1")
         if self.trainer.num_threads < 1:
             raise ConfigError("trainer.num_threads must be >= 1")
+        if not (isinstance(self.optim.lr, (int, float)) and self.optim.lr > 0):
+            raise ConfigError(f"optim.lr must be > 0, got {self.optim.lr!r}")
+        for key in ("weight_decay", "grad_clip", "warmup_steps"):
+            if getattr(self.optim, key) < 0:
+                raise ConfigError(f"optim.{key} must be >= 0, got {getattr(self.optim, key)!r}")
+        if self.optim.max_steps <= 0 and self.optim.max_epochs < 1:
+            raise ConfigError(f"optim.max_epochs must be >= 1 (or set optim.max_steps), got {self.optim.max_epochs!r}")
+        if self.trainer.precision not in PRECISIONS:
+            raise ConfigError(f"trainer.precision must be one of {list(PRECISIONS)}, got {self.trainer.precision!r}")
+        if not 0 < self.trainer.val_check_interval:
+            raise ConfigError(f"trainer.val_check_interval must be > 0, got {self.trainer.val_check_interval!r}")
+        if not 0 <= self.selection.max_recall_drop < 1:
+            raise ConfigError("selection.max_recall_drop must be in [0, 1) (a recall drop of 1 or more "
+                              f"would switch the real-data guard off), got {self.selection.max_recall_drop!r}")

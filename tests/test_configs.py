@@ -1,5 +1,6 @@
 """Every shipped config composes, and bad configs fail loudly naming the key."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -109,3 +110,18 @@ def test_ablation_table_is_rebuilt_from_finished_rows_only(tmp_path: Path, monke
     assert list(table) == ["baseline"]
     assert table["baseline"]["pref_acc_gated"] == {"mean": 0.55, "min": 0.5, "max": 0.6, "n_seeds": 2}
     assert "| `baseline` |" in (tmp_path / "ablations.md").read_text()
+
+
+@pytest.mark.parametrize("override, key", [
+    ("loss.kind=foo", "loss.kind"), ("gate.features=foo", "gate.features"),
+    ("gate.activation=foo", "gate.activation"), ("gate.init_std=0.1", "gate.init_std"),
+    ("gate.dropout=2", "gate.dropout"), ("gate.hidden=0", "gate.hidden"),
+    ("gate.mask_kind=matrix", "gate.mask_kind"), ("loss.temperature=0", "loss.temperature"),
+    ("optim.lr=-1", "optim.lr"), ("optim.max_epochs=0", "optim.max_epochs"),
+    ("trainer.precision=foo", "trainer.precision"), ("selection.max_recall_drop=5", "selection.max_recall_drop"),
+])
+def test_bad_training_values_fail_at_load_naming_the_key(override, key):
+    """Values the gate, the loss or the trainer would reject fail when the config loads (before any
+    run directory, data or encoder), with the dotted key the user wrote."""
+    with pytest.raises(ConfigError, match=re.escape(key)):
+        load_config(TrainConfig, REPO_ROOT / "configs/train/default.yaml", [override])
