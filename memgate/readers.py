@@ -104,7 +104,8 @@ class Reader(ABC):
     def answer(self, query: str, memories: Sequence[str]) -> str:
         if not isinstance(query, str) or isinstance(memories, str) or not all(isinstance(m, str) for m in memories):
             raise TypeError("a reader takes the query text and a list of memory texts")
-        return self._answer(reader_messages(query, memories, self.max_bytes))
+        with self.ledger.timed():
+            return self._answer(reader_messages(query, memories, self.max_bytes))
 
     @abstractmethod
     def _answer(self, messages: list[dict]) -> str:

@@ -189,3 +189,24 @@ def test_verify_truncates_and_checks_the_count():
     assert v.verify("q", []) == []
     with pytest.raises(VerifierOutputError, match="returned 1 verdicts for 2"):
         _Echo(n_out=1).verify("q", ["a", "b"])
+
+
+class _Failing(Verifier):
+    """Runs the model (counts a call), then fails, as a backend does on an unparsable answer."""
+
+    backend = "failing"
+
+    def _verify(self, request):
+        self.ledger.calls += 1
+        raise VerifierOutputError("unparsable")
+
+
+def test_ledger_times_calls_that_fail_after_the_model_ran():
+    v = _Failing()
+    with pytest.raises(VerifierOutputError):
+        v.verify("q", ["a"])
+    assert v.ledger.calls == 1 and v.ledger.answered_seconds == v.ledger.seconds > 0
+    total = type(v.ledger)()
+    total.add(v.ledger)
+    total.add(v.ledger)
+    assert (total.calls, total.answered_seconds) == (2, 2 * v.ledger.answered_seconds)

@@ -115,5 +115,7 @@ def test_local_reader_generates_and_caches(tiny, tmp_path):
     reader = LocalReader(verifier=lm, max_new_tokens=4)
     a = reader.answer("What is my booking code?", ["Booking code MGA5-6787."])
     assert isinstance(a, str) and reader.ledger.calls == 1 and reader.ledger.completion_tokens <= 4
+    assert reader.ledger.answered_seconds == reader.ledger.seconds > 0
     b = reader.answer("What is my booking code?", ["Booking code MGA5-6787."])
     assert a == b and reader.ledger.calls == 1 and reader.ledger.cache_hits == 1
+    assert reader.ledger.seconds > reader.ledger.answered_seconds  # the cached answer took time too

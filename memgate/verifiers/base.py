@@ -19,7 +19,8 @@ import math
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Optional
 
 LABELS: tuple[str, str, str] = ("admissible", "inadmissible", "unknown")
@@ -225,14 +226,30 @@ class Ledger:
     errors: dict = field(default_factory=dict)  # kind -> count
 
     def add(self, other: "Ledger") -> None:
-        for key in ("calls", "cache_hits", "retries", "prompt_tokens", "completion_tokens",
-                    "cost_usd", "seconds", "answered_seconds", "candidates", "scored_candidates"):
-            setattr(self, key, getattr(self, key) + getattr(other, key))
+        for f in fields(self):
+            if f.name != "errors":
+                setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
         for k, v in other.errors.items():
             self.errors[k] = self.errors.get(k, 0) + v
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @contextmanager
+    def timed(self):
+        """Time one request into ``seconds`` and, when the backend counted a call during it (the
+        model ran, even if its answer then failed to parse), into ``answered_seconds``. Backends
+        add to ``calls`` exactly when they run the model; retries and their back-off sleeps are
+        part of that call's time."""
+        calls_before = self.calls
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            elapsed = time.perf_counter() - start
+            self.seconds += elapsed
+            if self.calls > calls_before:
+                self.answered_seconds += elapsed
 
 
 class Verifier(ABC):
@@ -255,13 +272,8 @@ class Verifier(ABC):
         request = VerifierInput.build(query, candidates, self.max_bytes)
         if not request.candidates:
             return []
-        calls_before = self.ledger.calls
-        start = time.perf_counter()
-        out = self._verify(request)
-        elapsed = time.perf_counter() - start
-        self.ledger.seconds += elapsed
-        if self.ledger.calls > calls_before:  # the model ran (not all from the cache)
-            self.ledger.answered_seconds += elapsed
+        with self.ledger.timed():
+            out = self._verify(request)
         if len(out) != len(request.candidates) or not all(isinstance(v, CandidateVerdict) for v in out):
             raise VerifierOutputError(
                 f"{type(self).__name__} returned {len(out)} verdicts for {len(request.candidates)} candidates")
