@@ -28,9 +28,10 @@ from memgate.train_config import TrainConfig
 
 ABLATIONS_DIR = REPO_ROOT / "configs" / "ablations"
 OUT_DIR = REPO_ROOT / "reports" / "ablations"
-SUMMARY_KEYS = ("pref_acc_gated", "pref_acc_gated_hard", "pref_acc_gated_heldout", "top5_inadmissible_tv", "recall_required@20", "mrr_required",
-                "l_rc@20", "locomo_recall_required@20", "gatemem_transfer_auc",
-                "gatemem_baseline_auc", "parameters", "train_seconds")
+SUMMARY_KEYS = ("selected_step", "best_trained_dev_acc", "trained_points_passing_guard",
+                "pref_acc_gated", "pref_acc_gated_hard", "pref_acc_gated_heldout", "top5_inadmissible_tv",
+                "recall_required@20", "mrr_required", "l_rc@20", "locomo_recall_required@20",
+                "gatemem_transfer_auc", "gatemem_baseline_auc", "parameters", "train_seconds")
 log = logging.getLogger(__name__)
 
 
@@ -119,6 +120,18 @@ def finished_rows(grid: str) -> dict[str, list[dict]]:
     return out
 
 
+def selection_figures(export: dict) -> dict:
+    """What model selection saw, from the exported gate's ``selection_history``: the selected
+    step, the best dev accuracy of a trained (step > 0) validation point, and how many trained
+    points passed the real-data guard."""
+    trained = [h for h in export.get("selection_history", []) if h.get("step", 0) > 0]
+    return {
+        "selected_step": (export.get("selection") or {}).get("step"),
+        "best_trained_dev_acc": max((h["dev_pref_acc_gated"] for h in trained), default=None),
+        "trained_points_passing_guard": sum(1 for h in trained if (h.get("guard") or {}).get("passed")),
+    }
+
+
 def run_row(name: str, overrides: list[str], seed: int, real: bool) -> dict:
     from memgate.evaluate_run import evaluate
     from memgate.headline import HEADLINE_ROUTES
@@ -141,7 +154,9 @@ def run_row(name: str, overrides: list[str], seed: int, real: bool) -> dict:
                        n_boot=1000, seed=seed)
     headline = metrics["headline"]
     gated = headline["routes"].get("learned_gate", {})
+    export = json.loads((Path(summary["export_dir"]) / "config.json").read_text())["export"]
     figures = {
+        **selection_figures(export),
         "pref_acc_gated": headline["pref_acc_gated"],
         "pref_acc_reference": headline["pref_acc_reference"],
         "pref_acc_gated_hard": headline.get("strata", {}).get("pref_acc_gated_hard"),
@@ -150,7 +165,7 @@ def run_row(name: str, overrides: list[str], seed: int, real: bool) -> dict:
         "recall_required@20": gated.get("recall_required@20"),
         "mrr_required": gated.get("mrr_required"),
         "l_rc@20": metrics["synthetic_test"].get("learned_gate", {}).get("l_rc@20", {}).get("value"),
-        "parameters": json.loads((Path(summary["export_dir"]) / "config.json").read_text())["export"]["parameters"],
+        "parameters": export["parameters"],
         "train_seconds": summary["seconds"]["train"],
     }
     if "locomo" in metrics:

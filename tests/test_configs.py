@@ -125,3 +125,13 @@ def test_bad_training_values_fail_at_load_naming_the_key(override, key):
     run directory, data or encoder), with the dotted key the user wrote."""
     with pytest.raises(ConfigError, match=re.escape(key)):
         load_config(TrainConfig, REPO_ROOT / "configs/train/default.yaml", [override])
+
+
+def test_selection_figures_read_the_selection_history():
+    from memgate.ablations import selection_figures
+
+    history = [{"step": 0, "dev_pref_acc_gated": 0.47, "guard": {"passed": True}},
+               {"step": 45, "dev_pref_acc_gated": 0.49, "guard": {"passed": True}},
+               {"step": 90, "dev_pref_acc_gated": 0.62, "guard": {"passed": False}}]
+    figures = selection_figures({"selection": {"step": 45}, "selection_history": history})
+    assert figures == {"selected_step": 45, "best_trained_dev_acc": 0.62, "trained_points_passing_guard": 1}
