@@ -105,7 +105,30 @@ def finished_row(name: str, overrides: list[str], seed: int) -> dict | None:
         log.info("%s seed %d is stale: it ran on data %s, the data dir is now %s",
                  name, seed, str(ran_on)[:8], str(now)[:8])
         return None
+    trained_on = done.get("train_triples_hash")
+    if trained_on is not None and trained_on != current_triples_hash(config):
+        log.info("%s seed %d is stale: its training triples changed (re-mined?) since it ran", name, seed)
+        return None
     return dict(done, data_hash=ran_on)
+
+
+_TRIPLES_HASHES: dict = {}
+
+
+def current_triples_hash(config: TrainConfig) -> str | None:
+    """``train_triples_hash`` of what this config would train on now (memoised per input)."""
+    from memgate.train_run import encoder_from, training_triples, triples_hash
+
+    data_dir = resolve_path(config.data.data_dir)
+    if not (data_dir / "meta.json").exists():
+        return None
+    key = (str(data_dir), config.encoder, config.data)
+    if key not in _TRIPLES_HASHES:
+        try:
+            _TRIPLES_HASHES[key] = triples_hash(training_triples(config, data_dir, encoder_from(config))[1])
+        except (OSError, ValueError):
+            _TRIPLES_HASHES[key] = None
+    return _TRIPLES_HASHES[key]
 
 
 def finished_rows(grid: str) -> dict[str, list[dict]]:
@@ -176,6 +199,7 @@ def run_row(name: str, overrides: list[str], seed: int, real: bool) -> dict:
         figures["gatemem_transfer_auc"] = transfer["suppression"]["pooled_auc"]["value"]
         figures["gatemem_baseline_auc"] = transfer["one_minus_cos"]["pooled_auc"]["value"]
     result = {"row": name, "seed": seed, "config_hash": digest, "data_hash": data_hash_of(config),
+              "train_triples_hash": export.get("train_triples_hash"),
               "overrides": overrides, "figures": figures, "seconds": time.perf_counter() - started}
     result_path.parent.mkdir(parents=True, exist_ok=True)
     result_path.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")

@@ -63,6 +63,17 @@ def training_triples(config: TrainConfig, data_dir: Path, encoder: Encoder) -> t
     return path, rows
 
 
+def triples_hash(rows: list) -> str:
+    """sha256 over the training triples actually used (sorted-key JSON, in order): unlike
+    ``data_hash`` it also covers ``data_gen.mine``'s output and the ``data.sources`` filter."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for row in rows:
+        digest.update(json.dumps(row, sort_keys=True, ensure_ascii=False).encode("utf-8") + b"\n")
+    return digest.hexdigest()
+
+
 def write_weight_digest(gate: MemGate, run_dir: Path, rank: int, stage: str) -> None:
     """sha256 of the selected weights per process: every rank must hold the same gate."""
     import hashlib
@@ -190,6 +201,7 @@ def train(
         "data_hash": meta["data_hash"],
         "data_dir": os.path.relpath(data_dir, REPO_ROOT),
         "train_triples_file": os.path.relpath(triples_path, REPO_ROOT),
+        "train_triples_hash": triples_hash(train_rows),
         "n_train_examples": len(dm.train),
         "seed": config.seed,
         "config_hash": config_hash(config),

@@ -94,17 +94,20 @@ def test_ablation_table_is_rebuilt_from_finished_rows_only(tmp_path: Path, monke
 
     monkeypatch.setattr(ablations, "OUT_DIR", tmp_path)
     rows = ablations.load_rows("small", ["baseline", "no_product"])
-    for name, seed, config_fresh, data_fresh in (("baseline", 0, True, True), ("baseline", 1, True, True),
-                                                 ("baseline", 2, True, False), ("no_product", 0, False, True)):
+    for name, seed, config_fresh, data_fresh, triples in (
+            ("baseline", 0, True, True, None), ("baseline", 1, True, True, None),
+            ("baseline", 2, True, False, None), ("baseline", 3, True, True, "re-mined-since"),
+            ("no_product", 0, False, True, None)):
         row_dir = tmp_path / name / f"seed{seed}"
         config = ablations.row_config(name, rows[name]["overrides"], seed, row_dir)
         row_dir.mkdir(parents=True)
         (row_dir / "results.json").write_text(json.dumps({
             "row": name, "seed": seed, "config_hash": config_hash(config) if config_fresh else "stale",
             "data_hash": ablations.data_hash_of(config) if data_fresh else "regenerated-since",
-            "figures": {"pref_acc_gated": 0.5 + seed / 10}}))
+            "train_triples_hash": triples, "figures": {"pref_acc_gated": 0.5 + seed / 10}}))
     assert ablations.finished_row("no_product", rows["no_product"]["overrides"], 0) is None
     assert ablations.finished_row("baseline", rows["baseline"]["overrides"], 2) is None
+    assert ablations.finished_row("baseline", rows["baseline"]["overrides"], 3) is None
     ablations.main(["--only", "baseline,no_product", "--seeds", "0,1,2", "--table-only"])
     table = json.loads((tmp_path / "ablations.json").read_text())
     assert list(table) == ["baseline"]

@@ -56,6 +56,12 @@ def test_export_has_the_contract_files(trained):
     assert info["encoder"]["dim"] == 384 and info["seed"] == 0
     assert "git_sha" in info and "num_threads" in info and "calibration" in info
     assert (tmp / "runs" / "tiny" / "config.resolved.yaml").exists()
+    # the hash of the triples actually trained on: recomputable from the data directory
+    from memgate.train_run import encoder_from, training_triples, triples_hash
+
+    cfg = tiny_config(tmp)
+    rows = training_triples(cfg, tmp / "data", encoder_from(cfg))[1]
+    assert info["train_triples_hash"] == triples_hash(rows) and len(info["train_triples_hash"]) == 64
 
 
 def test_training_beats_the_reference_on_test_triples(trained):
