@@ -155,6 +155,22 @@ def selection_figures(export: dict) -> dict:
     }
 
 
+CI_KEYS = ("l_rc@20", "locomo_recall_required@20", "gatemem_transfer_auc", "gatemem_baseline_auc")
+
+
+def group_cis(metrics: dict) -> dict:
+    """The 95 % group-bootstrap CIs the evaluation computed for a row's figures (per seed)."""
+    transfer = metrics.get("transfer", {}).get("gatemem") or {}
+    cells = {
+        "l_rc@20": metrics.get("synthetic_test", {}).get("learned_gate", {}).get("l_rc@20"),
+        "locomo_recall_required@20": metrics.get("locomo", {}).get("learned_gate_namespace", {})
+        .get("recall_required@20"),
+        "gatemem_transfer_auc": (transfer.get("suppression") or {}).get("pooled_auc"),
+        "gatemem_baseline_auc": (transfer.get("one_minus_cos") or {}).get("pooled_auc"),
+    }
+    return {k: list(v["ci"]) for k, v in cells.items() if isinstance(v, dict) and v.get("ci") is not None}
+
+
 def run_row(name: str, overrides: list[str], seed: int, real: bool) -> dict:
     from memgate.evaluate_run import evaluate
     from memgate.headline import HEADLINE_ROUTES
@@ -200,7 +216,8 @@ def run_row(name: str, overrides: list[str], seed: int, real: bool) -> dict:
         figures["gatemem_baseline_auc"] = transfer["one_minus_cos"]["pooled_auc"]["value"]
     result = {"row": name, "seed": seed, "config_hash": digest, "data_hash": data_hash_of(config),
               "train_triples_hash": export.get("train_triples_hash"),
-              "overrides": overrides, "figures": figures, "seconds": time.perf_counter() - started}
+              "overrides": overrides, "figures": figures, "ci": group_cis(metrics),
+              "seconds": time.perf_counter() - started}
     result_path.parent.mkdir(parents=True, exist_ok=True)
     result_path.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
     return result
@@ -209,7 +226,9 @@ def run_row(name: str, overrides: list[str], seed: int, real: bool) -> dict:
 def summarize(results: dict[str, list[dict]]) -> dict:
     table = {}
     for name, runs in results.items():
-        table[name] = {"data_hash": sorted({str(r.get("data_hash"))[:8] for r in runs})}
+        table[name] = {"data_hash": sorted({str(r.get("data_hash"))[:8] for r in runs}),
+                       "group_ci": {str(r["seed"]): r["ci"] for r in sorted(runs, key=lambda r: r["seed"])
+                                    if r.get("ci")}}
         for key in SUMMARY_KEYS:
             values = [r["figures"].get(key) for r in runs if r["figures"].get(key) is not None]
             if values:
@@ -232,6 +251,13 @@ def write_outputs(table: dict) -> None:
             cell = row.get(key)
             cells.append("—" if cell is None else f"{cell['mean']:.3f} [{cell['min']:.3f}, {cell['max']:.3f}]")
         lines.append(f"| `{name}` | " + " | ".join(cells) + " |")
+    lines += ["", "95 % group-bootstrap CIs per training seed (test groups, LoCoMo conversations, GateMem "
+              "episodes; 1,000 replicates):", "",
+              "| row | seed | " + " | ".join(CI_KEYS) + " |", "|---" * (len(CI_KEYS) + 2) + "|"]
+    for name, row in table.items():
+        for seed, cis in row.get("group_ci", {}).items():
+            cells = ["—" if key not in cis else f"[{cis[key][0]:.3f}, {cis[key][1]:.3f}]" for key in CI_KEYS]
+            lines.append(f"| `{name}` | {seed} | " + " | ".join(cells) + " |")
     (OUT_DIR / "ablations.md").write_text("\n".join(lines) + "\n")
     import matplotlib
 

@@ -104,7 +104,8 @@ def test_ablation_table_is_rebuilt_from_finished_rows_only(tmp_path: Path, monke
         (row_dir / "results.json").write_text(json.dumps({
             "row": name, "seed": seed, "config_hash": config_hash(config) if config_fresh else "stale",
             "data_hash": ablations.data_hash_of(config) if data_fresh else "regenerated-since",
-            "train_triples_hash": triples, "figures": {"pref_acc_gated": 0.5 + seed / 10}}))
+            "train_triples_hash": triples, "figures": {"pref_acc_gated": 0.5 + seed / 10},
+            "ci": {"l_rc@20": [0.1, 0.2 + seed]}}))
     assert ablations.finished_row("no_product", rows["no_product"]["overrides"], 0) is None
     assert ablations.finished_row("baseline", rows["baseline"]["overrides"], 2) is None
     assert ablations.finished_row("baseline", rows["baseline"]["overrides"], 3) is None
@@ -112,7 +113,9 @@ def test_ablation_table_is_rebuilt_from_finished_rows_only(tmp_path: Path, monke
     table = json.loads((tmp_path / "ablations.json").read_text())
     assert list(table) == ["baseline"]
     assert table["baseline"]["pref_acc_gated"] == {"mean": 0.55, "min": 0.5, "max": 0.6, "n_seeds": 2}
-    assert "| `baseline` |" in (tmp_path / "ablations.md").read_text()
+    markdown = (tmp_path / "ablations.md").read_text()
+    assert "| `baseline` |" in markdown
+    assert "| `baseline` | 1 | [0.100, 1.200] |" in markdown  # the per-seed group CI table
 
 
 @pytest.mark.parametrize("override, key", [
