@@ -21,7 +21,7 @@ class EncoderSection:
 
 @dataclass(frozen=True)
 class GateSection:
-    hidden: int = 512
+    hidden: int = 256
     n_layers: int = 2
     activation: str = "gelu"
     dropout: float = 0.0

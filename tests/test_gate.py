@@ -37,7 +37,7 @@ def gen() -> torch.Generator:
 
 def test_config_defaults_and_round_trip():
     cfg = MemGateConfig()
-    assert (cfg.dim, cfg.hidden, cfg.activation, cfg.dropout) == (384, 512, "gelu", 0.0)
+    assert (cfg.dim, cfg.hidden, cfg.activation, cfg.dropout) == (384, 256, "gelu", 0.0)
     assert (cfg.init_bias, cfg.init_std, cfg.features, cfg.mask_kind) == (
         4.0, 1e-3, "qv_prod", "vector"
     )
@@ -76,7 +76,7 @@ def test_config_from_dict_rejects_unknown_keys():
 
 def test_num_parameters_matches_hand_count():
     gate = MemGate()
-    expected = (3 * D * 512 + 512) + (512 * 512 + 512) + (512 * D + D)
+    expected = (3 * D * 256 + 256) + (256 * 256 + 256) + (256 * D + D)
     assert gate.num_parameters() == expected
 
 
@@ -228,13 +228,13 @@ def test_precomputed_scores_equal_plain_scores(gen, features):
     V, VB = torch.randn(40, D, generator=gen), torch.randn(3, 40, D, generator=gen)
     with torch.no_grad():
         v_part = gate.precompute_memory(V)
-        assert v_part.shape == (40, 512)
+        assert v_part.shape == (40, gate.config.hidden)
         s = gate.score(q, V)
         assert float((gate.score_precomputed(q, V, v_part) - s).abs().max()) < 1e-5
         shared = gate.score_precomputed(Q, V, v_part)
         assert float((shared - gate.score(Q, V)).abs().max()) < 1e-5
         vb_part = gate.precompute_memory(VB.numpy())
-        assert vb_part.shape == (3, 40, 512)
+        assert vb_part.shape == (3, 40, gate.config.hidden)
         batched = gate.score_precomputed(Q, VB, vb_part)
         assert float((batched - gate.score(Q, VB)).abs().max()) < 1e-5
         assert float((s - reference_score(q, V)).abs().max()) > 1e-3  # non-trivial gate
