@@ -6,8 +6,9 @@ write time), computes ``W_q q + b`` once per query and leaves the ``q * v`` term
 remaining layers per candidate, in a dozen large tensor operations. ``MemGate.forward`` spends
 much of its time at two threads in the overhead of its many small operations (each one an
 OpenMP region), not in arithmetic: this scorer computes the same function (checked against
-``MemGate.score`` in ``tests/test_gate_scoring.py``) faster (``make bench``: 3.27 against 5.46 ms
-per 100 candidates at width 512 on the 2-core machine; the gain shrinks with width).
+``MemGate.score`` in ``tests/test_gate_scoring.py``) faster (``make bench``, reports/bench.md:
+1.38 against 3.14 ms per 100 candidates at width 256, 2.35 against 3.69 at 512, on the 2-core
+machine; the gain shrinks with width).
 
 It lives beside the gate (not in the retriever) because the evaluation routes, the training guard
 and the retriever all score with it. The scorer copies the gate's weights when it is built (as the retriever's precomputed memory
