@@ -24,6 +24,7 @@ memories a route exposed; a scorer scans the answer for protected targets or mar
 from __future__ import annotations
 
 import re
+import time
 import unicodedata
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ import numpy as np
 import yaml
 
 from memgate.config import resolve_path
-from memgate.verifiers.base import DEFAULT_MAX_BYTES, Ledger, truncate_utf8
+from memgate.verifiers.base import DEFAULT_MAX_BYTES, Ledger, answer_record, truncate_utf8
 
 _INVISIBLE = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff\u00ad\u180e"), None)
 _SEPARATORS = re.compile(r"[\W_]+", re.UNICODE)
@@ -135,11 +136,15 @@ class LocalReader(Reader):
                                                     "greedy": True})
             hit = self.lm.cache.get("reader", key)
             if hit is not None:
-                self.ledger.cache_hits += 1
+                self.ledger.count_hit(hit)
                 return hit["content"]
+        before = (self.ledger.prompt_tokens, self.ledger.completion_tokens)
+        start = time.perf_counter()
         content = self._generate(messages)
         if key is not None:
-            self.lm.cache.put("reader", key, {"content": content})
+            self.lm.cache.put("reader", key, {"content": content, "answered": answer_record(
+                time.perf_counter() - start, self.ledger.prompt_tokens - before[0],
+                self.ledger.completion_tokens - before[1])})
         return content
 
     def _generate(self, messages: list[dict]) -> str:
@@ -184,12 +189,18 @@ class OpenAIReader(Reader):
         if self.api.cache is not None:
             hit = self.api.cache.get(self.api.model, key)
             if hit is not None:
-                self.ledger.cache_hits += 1
+                self.ledger.count_hit(hit)
                 return hit["content"]
+        start = time.perf_counter()
         response = self.api._call(payload)
+        seconds = time.perf_counter() - start
         content = response.choices[0].message.content or ""
         if self.api.cache is not None:
-            self.api.cache.put(self.api.model, key, {"model": self.api.model, "content": content})
+            usage = response.usage
+            self.api.cache.put(self.api.model, key, {
+                "model": self.api.model, "content": content,
+                "answered": answer_record(seconds, getattr(usage, "prompt_tokens", 0) or 0,
+                                          getattr(usage, "completion_tokens", 0) or 0)})
         return content
 
 

@@ -71,6 +71,23 @@ def test_score_cache_prevents_a_second_forward_pass(tiny, tmp_path):
     assert cached.ledger.answered_seconds == answered < cached.ledger.seconds
 
 
+def test_cache_entries_record_their_cost_for_a_cold_estimate(tiny, tmp_path):
+    kwargs = dict(model="tiny-llama", model_obj=tiny.model, tokenizer_obj=tiny.tokenizer,
+                  score_cache=True, cache_dir=tmp_path)
+    first = LocalVerifier(**kwargs)
+    first.verify("q text", ["m one", "m two", "m three"])
+    rerun = LocalVerifier(**kwargs)  # a fresh process over the same cache: no model call
+    rerun.verify("q text", ["m three", "m one", "m two"])
+    led = rerun.ledger
+    assert (led.calls, led.scored_candidates, led.cache_hits, led.cached_candidates) == (0, 0, 3, 3)
+    # the three entries share one forward pass: their records add up to that pass's cost
+    assert led.cached_seconds == pytest.approx(first.ledger.answered_seconds, rel=0.5)
+    assert 0 < led.cached_seconds <= first.ledger.answered_seconds
+    assert led.cached_prompt_tokens == pytest.approx(first.ledger.prompt_tokens, abs=0.01)
+    assert led.cold_seconds_per_candidate() == pytest.approx(led.cached_seconds / 3)
+    assert first.ledger.cold_seconds_per_candidate() == pytest.approx(first.ledger.answered_seconds / 3)
+
+
 def test_prompt_holds_only_the_two_texts(tiny):
     before, after = tiny.prompt_parts("QUERY-TEXT")
     assert RULES in before and "QUERY-TEXT" in before

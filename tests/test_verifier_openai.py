@@ -83,6 +83,10 @@ def test_cache_prevents_a_second_call(tmp_path):
     assert rerun.verify(QUERY, TEXTS) == first and len(seen) == 1
     assert rerun.ledger.calls == 0 and rerun.ledger.cost_usd == 0.0
     assert rerun.ledger.scored_candidates == 0 and rerun.ledger.answered_seconds == 0.0
+    # ... yet its ledger still knows the tokens and the time the cached answer took
+    assert (rerun.ledger.cached_prompt_tokens, rerun.ledger.cached_completion_tokens) == (180, 60)
+    assert rerun.ledger.cached_candidates == 2 and rerun.ledger.cached_seconds > 0
+    assert rerun.ledger.cold_seconds_per_candidate() == pytest.approx(rerun.ledger.cached_seconds / 2)
     # another model, or other texts, is another key
     other = make("ok_two", tmp_path, seen)
     other.verify(QUERY + " Please.", TEXTS)

@@ -14,6 +14,7 @@ from memgate.records import MemoryRecord, PairLabel, QueryContext
 from memgate.routes import RouteRunner, route_spec
 from memgate.sources import EvalSource, wrong_scope_or_error
 from memgate.verifiers import CandidateVerdict, Verifier
+from memgate.verifiers.base import answer_record
 from memgate.verifiers.study import (
     ScoredPairs,
     VerifierRouteScorer,
@@ -209,6 +210,38 @@ def test_study_end_to_end_with_a_scripted_verifier():
     v_drop = block["routes"]["text_verifier_scripted"]["exposure_policy@20"]["value"]
     v_dense = block["routes"]["global_dense"]["exposure_policy@20"]["value"]
     assert v_drop <= v_dense
+
+
+class Replayed(Scripted):
+    """Scripted answers served as cache hits whose entries record a cost of 0.25 s and 40 tokens
+    per candidate, as a fully cached rerun of a real backend would see them."""
+
+    backend = "replayed"
+
+    def _verify(self, request):
+        out = super()._verify(request)
+        self.ledger.calls -= 1
+        self.ledger.scored_candidates -= len(request.candidates)
+        for _ in request.candidates:
+            self.ledger.count_hit({"answered": answer_record(0.25, 40)})
+        return out
+
+
+def test_a_fully_cached_study_reports_the_cold_cost_recorded_in_the_cache():
+    test = tiny_source("test", n_groups=6, seed=1)
+    dev = tiny_source("dev", n_groups=4, seed=2)
+    settings = EvalSettings(routes=["global_dense"], n_boot=50)
+    _, timing = verifier_study({"replayed": Replayed()}, test, dev, settings, routes=settings.routes,
+                               n_dev=6, n_test=12, depth=12, data_hash="h")
+    t = timing["replayed"]
+    dev_candidates = t["ledger"]["candidates"] - t["uncached_latency_measured_on"]["cache_records"]
+    assert t["uncached_latency_measured_on"]["scored_this_run"] == 0
+    assert t["uncached_latency_measured_on"]["without_record"] == 0
+    assert t["uncached_s_per_candidate"] == pytest.approx(0.25)
+    n_test_candidates = t["test_candidates_from_cache"]
+    assert dev_candidates > 0 and n_test_candidates > 0
+    assert t["uncached_latency_per_query_s"] == pytest.approx(0.25 * n_test_candidates / 12)
+    assert t["prompt_tokens_per_query_test"] == pytest.approx(40 * n_test_candidates / 12)
 
 
 @pytest.mark.slow

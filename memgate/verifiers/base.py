@@ -211,7 +211,13 @@ class Ledger:
     ``seconds`` is the time of every ``verify`` call, cache hits included; ``answered_seconds``
     only that of the calls that ran the model, and ``scored_candidates`` the candidates it scored
     there, so ``answered_seconds / scored_candidates`` is the uncached cost per candidate whatever
-    the cache held."""
+    the cache held.
+
+    Every disk-cache entry also records what answering it cost (``answer_record``: model seconds
+    and tokens, the candidate's share where one forward pass scored several); a hit adds those to
+    the ``cached_*`` fields, so a fully cached rerun still reports the cold cost and the tokens a
+    query needs (``cold_seconds_per_candidate``). Entries written before this carry no record
+    and are counted in ``cache_hits`` only."""
 
     calls: int = 0  # answered requests (network calls or local forward passes over a query)
     cache_hits: int = 0
@@ -223,6 +229,10 @@ class Ledger:
     answered_seconds: float = 0.0
     candidates: int = 0
     scored_candidates: int = 0
+    cached_seconds: float = 0.0  # model seconds recorded by the cache entries that were hit
+    cached_prompt_tokens: float = 0.0
+    cached_completion_tokens: float = 0.0
+    cached_candidates: int = 0  # candidates served by a hit that carried a record
     errors: dict = field(default_factory=dict)  # kind -> count
 
     def add(self, other: "Ledger") -> None:
@@ -234,6 +244,22 @@ class Ledger:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def count_hit(self, entry: dict, candidates: int = 1) -> None:
+        """Count one cache hit serving ``candidates`` candidates, with the cost its entry records."""
+        self.cache_hits += 1
+        record = entry.get("answered")
+        if isinstance(record, dict):
+            self.cached_seconds += float(record.get("seconds", 0.0))
+            self.cached_prompt_tokens += float(record.get("prompt_tokens", 0.0))
+            self.cached_completion_tokens += float(record.get("completion_tokens", 0.0))
+            self.cached_candidates += candidates
+
+    def cold_seconds_per_candidate(self) -> Optional[float]:
+        """Model seconds per candidate with nothing cached: this run's model calls together with
+        the cost recorded by the cache entries it hit (None when neither is known)."""
+        n = self.scored_candidates + self.cached_candidates
+        return (self.answered_seconds + self.cached_seconds) / n if n else None
 
     @contextmanager
     def timed(self):
@@ -250,6 +276,12 @@ class Ledger:
             self.seconds += elapsed
             if self.calls > calls_before:
                 self.answered_seconds += elapsed
+
+
+def answer_record(seconds: float, prompt_tokens: float, completion_tokens: float = 0.0) -> dict:
+    """What answering one cache entry cost, stored inside the entry (see ``Ledger``)."""
+    return {"seconds": round(float(seconds), 6), "prompt_tokens": round(float(prompt_tokens), 3),
+            "completion_tokens": round(float(completion_tokens), 3)}
 
 
 class Verifier(ABC):

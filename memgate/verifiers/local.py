@@ -25,6 +25,7 @@ import hashlib
 import logging
 import os
 import shutil
+import time
 from importlib import metadata
 from pathlib import Path
 from typing import Optional, Sequence
@@ -32,7 +33,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from memgate.config import resolve_path
-from memgate.verifiers.base import LABELS, CandidateVerdict, Verifier, VerifierInput
+from memgate.verifiers.base import LABELS, CandidateVerdict, Verifier, VerifierInput, answer_record
 from memgate.verifiers.prompts import LOCAL_ANSWER_WORDS, LOCAL_SUFFIX, RULES, local_user_prefix, prompt_hash
 
 log = logging.getLogger(__name__)
@@ -307,19 +308,23 @@ class LocalVerifier(Verifier):
                     todo.append(i)
                 else:
                     probs[i], mass[i] = hit["probs"], hit["answer_mass"]
-                    self.ledger.cache_hits += 1
+                    self.ledger.count_hit(hit)
         if todo:
+            start = time.perf_counter()
             prefix, suffixes = self.encode(request.query, [request.candidates[i] for i in todo])
             p, m = self.score_ids(prefix, suffixes)
+            seconds = time.perf_counter() - start
             probs[todo], mass[todo] = p, m
             self.ledger.calls += 1
             self.ledger.scored_candidates += len(todo)
-            self.ledger.prompt_tokens += ((len(prefix) if self.prefix_cache else len(prefix) * len(suffixes))
-                                          + sum(map(len, suffixes)))
+            prefix_tokens = len(prefix) if self.prefix_cache else len(prefix) * len(suffixes)
+            self.ledger.prompt_tokens += prefix_tokens + sum(map(len, suffixes))
             if self.cache is not None:
-                for j, i in enumerate(todo):
-                    self.cache.put("local", keys[i], {"probs": [float(x) for x in p[j]],
-                                                      "answer_mass": float(m[j])})
+                for j, i in enumerate(todo):  # each candidate records its share of the pass
+                    self.cache.put("local", keys[i], {
+                        "probs": [float(x) for x in p[j]], "answer_mass": float(m[j]),
+                        "answered": answer_record(seconds / len(todo),
+                                                  prefix_tokens / len(todo) + len(suffixes[j]))})
         self.last_answer_mass = mass.tolist()
         out = []
         for row in probs:

@@ -28,7 +28,7 @@ from typing import Callable, Optional
 import httpx
 
 from memgate.config import resolve_path
-from memgate.verifiers.base import CandidateVerdict, Verifier, VerifierInput, parse_verdicts
+from memgate.verifiers.base import CandidateVerdict, Verifier, VerifierInput, answer_record, parse_verdicts
 from memgate.verifiers.prompts import list_messages, prompt_hash, verdict_schema
 
 RETRY_STATUS = frozenset({429}) | frozenset(range(500, 600))
@@ -137,9 +137,11 @@ class OpenAIVerifier(Verifier):
         if self.cache is not None:
             hit = self.cache.get(self.model, key)
             if hit is not None:
-                self.ledger.cache_hits += 1
+                self.ledger.count_hit(hit, candidates=n)
                 return parse_verdicts(hit["content"], n)
+        start = time.perf_counter()
         response = self._call(payload)
+        seconds = time.perf_counter() - start
         self.ledger.scored_candidates += n
         content = response.choices[0].message.content
         if content is None:
@@ -159,6 +161,8 @@ class OpenAIVerifier(Verifier):
                 "model": self.model, "content": content,
                 "usage": None if usage is None else {"prompt_tokens": usage.prompt_tokens,
                                                      "completion_tokens": usage.completion_tokens},
+                "answered": answer_record(seconds, getattr(usage, "prompt_tokens", 0) or 0,
+                                          getattr(usage, "completion_tokens", 0) or 0),
             })
         return verdicts
 

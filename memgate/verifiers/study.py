@@ -346,7 +346,6 @@ def verifier_study(
         test_seconds = time.perf_counter() - t0
         scorers[backend] = scorer
         total = verifier.ledger.to_dict()
-        test_tokens = total["prompt_tokens"] - dev_ledger["prompt_tokens"]
         block["backends"][backend] = {
             "status": "measured",
             "model": verifier.model_id,
@@ -358,19 +357,26 @@ def verifier_study(
         }
         # Ledger figures depend on the cache state (a rerun is all cache hits), so they go to
         # timings.json with the wall-clock figures; metrics.json stays byte-reproducible.
-        answered_s = total["answered_seconds"] - dev_ledger["answered_seconds"]
-        scored = total["scored_candidates"] - dev_ledger["scored_candidates"]
-        scored_all = total["candidates"] - dev_ledger["candidates"]
+        test_ledger = {k: v - dev_ledger[k] for k, v in total.items() if isinstance(v, (int, float))}
+        scored = test_ledger["scored_candidates"]  # scored by the model in this run
+        recorded = test_ledger["cached_candidates"]  # served by cache entries that record their cost
+        scored_all = test_ledger["candidates"]
+        n_test = max(1, len(test_ids))
+        cold = ((test_ledger["answered_seconds"] + test_ledger["cached_seconds"]) / (scored + recorded)
+                if scored + recorded else None)
         timing[backend] = {
             "dev_seconds": dev_seconds, "test_seconds": test_seconds,
             # wall time per test query as this run saw it (cache hits make it cheaper)
-            "latency_per_query_s": test_seconds / max(1, len(test_ids)),
-            # the cold cost: model time per uncached candidate, times the candidates per query
-            "uncached_s_per_candidate": answered_s / scored if scored else None,
-            "uncached_latency_per_query_s": (answered_s / scored) * scored_all / max(1, len(test_ids))
-            if scored else None,
+            "latency_per_query_s": test_seconds / n_test,
+            # the cold cost: model seconds per candidate (this run's calls and the cost recorded
+            # in the cache entries it hit), times the candidates per query
+            "uncached_s_per_candidate": cold,
+            "uncached_latency_per_query_s": None if cold is None else cold * scored_all / n_test,
+            "uncached_latency_measured_on": {"scored_this_run": scored, "cache_records": recorded,
+                                             "without_record": scored_all - scored - recorded},
             "test_candidates_from_cache": scored_all - scored,
-            "prompt_tokens_per_query_test": test_tokens / max(1, len(test_ids)),
+            "prompt_tokens_per_query_test": (test_ledger["prompt_tokens"] + test_ledger["cached_prompt_tokens"])
+            / n_test,
             "ledger": total}
     route_names = [r for r in routes if not r.startswith("text_verifier_")]
     for backend in scorers:
