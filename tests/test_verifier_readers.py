@@ -130,8 +130,24 @@ def test_gatemem_disclosure_per_route():
                                     "c2": {"query_type": "utility", "protected_ids": []}})
     rankings = {"leaky": [["t1", "t2"], ["t2"]], "safe": [["t2", "t3"], ["t2"]]}
     out = gatemem_disclosure(Parrot(), source, rankings, k=2)
-    assert out["leaky"] == {"disclosure_rate": 1.0, "n_checkpoints": 1}
-    assert out["safe"] == {"disclosure_rate": 0.0, "n_checkpoints": 1}
+    assert out["leaky"] == {"disclosure_rate": 1.0, "n_checkpoints": 1, "ci": [1.0, 1.0]}
+    assert out["safe"] == {"disclosure_rate": 0.0, "n_checkpoints": 1, "ci": [0.0, 0.0]}
+
+
+def test_readers_report_lists_cells_and_routes(tmp_path):
+    from memgate.readers import write_readers_report
+
+    effects = {c: {"value": 0.25, "ci": [0.0, 0.5]} for c in CELLS}
+    effects.update(selectivity_gap={"value": -0.125, "ci": [-0.5, 0.0]}, n_scenarios=4)
+    summary = {"backend": "local", "n_scenarios": 4, "effects": effects, "seconds": 1.0,
+               "gatemem": {"checkpoints": 2, "eligible": 9, "ids_sha256": "abc", "k": 20, "skipped_routes": {},
+                           "routes": {"global_dense": {"disclosure_rate": 0.5, "n_checkpoints": 2, "ci": [0.0, 1.0]}}},
+               "ledger": {"calls": 3, "cache_hits": 1}}
+    write_readers_report(tmp_path / "readers.md", summary)
+    text = (tmp_path / "readers.md").read_text()
+    assert "| relevant, inadmissible | 0.250 [0.000, 0.500] |" in text
+    assert "-0.125 [-0.500, 0.000]" in text and "(2 of 9, hashed" in text
+    assert "| `global_dense` | 0.500 [0.000, 1.000] | 2 |" in text
 
 
 def test_openai_reader_caches_answers(tmp_path, monkeypatch):
