@@ -67,9 +67,19 @@ def test_smoke_run_trains_saves_and_is_not_reportable(tmp_path):
     changed = [k for k, v in verifier.model.state_dict().items() if not torch.equal(v, before[k])]
     assert changed  # the merged LoRA update reached the saved weights
     # the trained model scores through the local backend's next-token reading
-    reloaded = LocalVerifier(model=str(out))
+    reloaded = LocalVerifier(model=str(out), score_cache=False)  # never write into the repo's cache
     (v,) = reloaded.verify("question number 0", ["memory number 1"])
     assert abs(sum(v.probs) - 1.0) < 1e-6
     ok, reason = training_status(out)
     assert not ok and reason.startswith(NOT_TRAINED)
     assert build_verifier("finetuned", {"model_dir": str(out)}).startswith(NOT_TRAINED)
+
+
+def test_a_full_run_is_reportable_only_on_the_data_it_was_trained_on(tmp_path):
+    info = {"smoke": False, "full_split": True, "epochs_completed": 1.0, "data_hash": "aaaa1111"}
+    (tmp_path / "training_info.json").write_text(json.dumps(info))
+    assert training_status(tmp_path) == (True, "trained")
+    assert training_status(tmp_path, "aaaa1111") == (True, "trained")
+    ok, reason = training_status(tmp_path, "bbbb2222")
+    assert not ok and "aaaa1111" in reason and "bbbb2222" in reason
+    assert build_verifier("finetuned", {"model_dir": str(tmp_path)}, data_hash="bbbb2222").startswith(NOT_TRAINED)

@@ -143,6 +143,7 @@ MALFORMED = {
     "sum off": _mutate(lambda p: p["candidates"][0].update(unknown=0.2)),
     "sum just off": _mutate(lambda p: p["candidates"][0].update(unknown=0.1002)),
     "NaN": '{"candidates": [{"index": 0, "admissible": NaN, "inadmissible": 0.5, "unknown": 0.5}]}',
+    "huge integer": '{"candidates": [{"index": 0, "admissible": 1' + "0" * 400 + ', "inadmissible": 0, "unknown": 0}]}',
     "axis not object": _mutate(lambda p: p["candidates"][0].update(policy=[1, 0, 0])),
     "axis sum off": _mutate(lambda p: p["candidates"][0].update(
         lifecycle={"admissible": 0.5, "inadmissible": 0.0, "unknown": 0.0})),
@@ -155,7 +156,7 @@ MALFORMED = {
 
 @pytest.mark.parametrize("name", sorted(MALFORMED))
 def test_parse_rejects_every_malformed_shape(name):
-    n = 1 if name == "NaN" else (0 if name == "duplicate key" else 2)
+    n = 1 if name in ("NaN", "huge integer") else (0 if name == "duplicate key" else 2)
     with pytest.raises(VerifierOutputError):
         parse_verdicts(MALFORMED[name], n)
 

@@ -1,4 +1,5 @@
-"""The openai backend, offline: recorded responses replayed through httpx.MockTransport."""
+"""The openai backend, offline: wire-format responses (hand-assembled in the API's format, see the
+fixture's ``_format``; ``RecordingTransport`` records live ones) replayed through httpx.MockTransport."""
 
 from __future__ import annotations
 
@@ -93,6 +94,17 @@ def test_cache_prevents_a_second_call(tmp_path):
     assert len(seen) == 2
 
 
+def test_cache_key_holds_the_endpoint(tmp_path):
+    seen = []
+    first = make("ok_two", tmp_path, seen)
+    first.verify(QUERY, TEXTS)
+    client = httpx.Client(transport=replay_transport(FIXTURES["ok_two"], seen))
+    other = OpenAIVerifier(model="gpt-4o-mini", base_url="http://another-server.invalid/v1", http_client=client,
+                           cache_dir=tmp_path / "cache", sleep=lambda s: None)
+    other.verify(QUERY, TEXTS)  # the same model name served elsewhere is asked again
+    assert len(seen) == 2 and other.ledger.cache_hits == 0
+
+
 def test_ledger_counts_tokens_and_cost(tmp_path):
     verifier = make("ok_two", tmp_path, price_input_per_1m=0.15, price_output_per_1m=0.60)
     verifier.verify(QUERY, TEXTS)
@@ -100,6 +112,9 @@ def test_ledger_counts_tokens_and_cost(tmp_path):
     assert (led.calls, led.prompt_tokens, led.completion_tokens) == (1, 180, 60)
     assert led.cost_usd == pytest.approx((180 * 0.15 + 60 * 0.60) / 1e6)
     assert led.candidates == 2 and led.seconds > 0
+    rerun = make("ok_two", tmp_path, price_input_per_1m=0.15, price_output_per_1m=0.60)
+    rerun.verify(QUERY, TEXTS)  # from the cache: nothing spent now, the recorded cost still known
+    assert rerun.ledger.cost_usd == 0.0 and rerun.ledger.cached_cost_usd == pytest.approx(led.cost_usd)
 
 
 @pytest.mark.parametrize("scenario,requests,retries", [

@@ -283,7 +283,7 @@ def test_evaluate_hook_writes_the_verifier_report(tmp_path, monkeypatch):
             return v / np.linalg.norm(v, axis=1, keepdims=True)
 
     monkeypatch.setattr(factory, "load_config", lambda backend, path=None: {"backend": backend})
-    monkeypatch.setattr(factory, "build_verifier", lambda backend, config: Scripted())
+    monkeypatch.setattr(factory, "build_verifier", lambda backend, config, data_hash=None: Scripted())
     test = tiny_source("synthetic_test", n_groups=4, seed=4)
     settings = EvalSettings(routes=["global_dense"], n_boot=50)
     block, timing = study.run_from_evaluate(["scripted"], {"dev": 5, "test": 7, "depth": 9}, [test],

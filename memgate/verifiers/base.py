@@ -94,7 +94,11 @@ def _check_vector(raw: Any, where: str) -> tuple[float, float, float]:
         x = raw[key]
         if isinstance(x, bool) or not isinstance(x, (int, float)):
             raise VerifierOutputError(f"{where}.{key}: must be a number, got {x!r}")
-        x = float(x)
+        try:
+            x = float(x)
+        except OverflowError:  # a huge JSON integer
+            raise VerifierOutputError(f"{where}.{key}: must be in [0, 1], got an integer of "
+                                      f"{len(str(x))} digits") from None
         if not math.isfinite(x) or x < 0.0 or x > 1.0:
             raise VerifierOutputError(f"{where}.{key}: must be in [0, 1], got {x!r}")
         values.append(x)
@@ -232,6 +236,7 @@ class Ledger:
     cached_seconds: float = 0.0  # model seconds recorded by the cache entries that were hit
     cached_prompt_tokens: float = 0.0
     cached_completion_tokens: float = 0.0
+    cached_cost_usd: float = 0.0  # what the hit entries cost when they were answered
     cached_candidates: int = 0  # candidates served by a hit that carried a record
     errors: dict = field(default_factory=dict)  # kind -> count
 
@@ -253,6 +258,7 @@ class Ledger:
             self.cached_seconds += float(record.get("seconds", 0.0))
             self.cached_prompt_tokens += float(record.get("prompt_tokens", 0.0))
             self.cached_completion_tokens += float(record.get("completion_tokens", 0.0))
+            self.cached_cost_usd += float(record.get("cost_usd", 0.0))
             self.cached_candidates += candidates
 
     def cold_seconds_per_candidate(self) -> Optional[float]:
@@ -278,10 +284,11 @@ class Ledger:
                 self.answered_seconds += elapsed
 
 
-def answer_record(seconds: float, prompt_tokens: float, completion_tokens: float = 0.0) -> dict:
+def answer_record(seconds: float, prompt_tokens: float, completion_tokens: float = 0.0,
+                  cost_usd: float = 0.0) -> dict:
     """What answering one cache entry cost, stored inside the entry (see ``Ledger``)."""
     return {"seconds": round(float(seconds), 6), "prompt_tokens": round(float(prompt_tokens), 3),
-            "completion_tokens": round(float(completion_tokens), 3)}
+            "completion_tokens": round(float(completion_tokens), 3), "cost_usd": round(float(cost_usd), 9)}
 
 
 class Verifier(ABC):

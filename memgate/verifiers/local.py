@@ -300,8 +300,11 @@ class LocalVerifier(Verifier):
         todo = list(range(n))
         if self.cache is not None:
             todo = []
+            # the key holds the rendered prompt around the memory (rules, chat template, query),
+            # so an edited prompt can never be answered from an old score
+            before, after = self.prompt_parts(request.query)
             for i, memory in enumerate(request.candidates):
-                keys[i] = prompt_hash(self.fingerprint, {"query": request.query, "memory": memory,
+                keys[i] = prompt_hash(self.fingerprint, {"prompt": [before, after], "memory": memory,
                                                          "answers": self.answer_ids})
                 hit = self.cache.get("local", keys[i])
                 if hit is None:

@@ -12,7 +12,8 @@ Ollama, LM Studio) through the official ``openai`` client.
 - a disk cache keyed by (model, SHA-256 of the exact request payload): a rerun costs nothing.
   Only answers that parsed are cached.
 
-Tests replay recorded responses through ``httpx.MockTransport``; ``RecordingTransport`` wraps a
+Tests replay wire-format responses (hand-assembled; no live endpoint here) through
+``httpx.MockTransport``; ``RecordingTransport`` wraps a
 real transport and writes each exchange to a JSON file in the same format.
 """
 
@@ -133,15 +134,13 @@ class OpenAIVerifier(Verifier):
     def _verify(self, request: VerifierInput) -> list[CandidateVerdict]:
         payload = self.request_payload(request)
         n = len(request.candidates)
-        key = prompt_hash(self.model, payload)
+        key = prompt_hash(self.model_id, payload)  # the endpoint too: one name, two servers
         if self.cache is not None:
             hit = self.cache.get(self.model, key)
             if hit is not None:
                 self.ledger.count_hit(hit, candidates=n)
                 return parse_verdicts(hit["content"], n)
-        start = time.perf_counter()
-        response = self._call(payload)
-        seconds = time.perf_counter() - start
+        seconds, response = self.timed_call(payload)
         self.ledger.scored_candidates += n
         content = response.choices[0].message.content
         if content is None:
@@ -161,10 +160,22 @@ class OpenAIVerifier(Verifier):
                 "model": self.model, "content": content,
                 "usage": None if usage is None else {"prompt_tokens": usage.prompt_tokens,
                                                      "completion_tokens": usage.completion_tokens},
-                "answered": answer_record(seconds, getattr(usage, "prompt_tokens", 0) or 0,
-                                          getattr(usage, "completion_tokens", 0) or 0),
+                "answered": self.answer_record(seconds, usage),
             })
         return verdicts
+
+    def answer_record(self, seconds: float, usage) -> dict:
+        prompt = getattr(usage, "prompt_tokens", 0) or 0
+        completion = getattr(usage, "completion_tokens", 0) or 0
+        return answer_record(seconds, prompt, completion,
+                             (prompt * self.price_in + completion * self.price_out) / 1e6)
+
+    def timed_call(self, payload: dict):
+        """(seconds the endpoint took, back-off sleeps excluded; the response)."""
+        self._slept = 0.0
+        start = time.perf_counter()
+        response = self._call(payload)
+        return time.perf_counter() - start - self._slept, response
 
     def _call(self, payload: dict):
         attempt = 0
@@ -176,7 +187,9 @@ class OpenAIVerifier(Verifier):
                 self.ledger.errors[kind] = self.ledger.errors.get(kind, 0) + 1
                 if not is_retryable(exc) or attempt >= self.max_retries:
                     raise
-                self.sleep(self._delay(exc, attempt))
+                delay = self._delay(exc, attempt)
+                self.sleep(delay)
+                self._slept = getattr(self, "_slept", 0.0) + delay
                 attempt += 1
                 self.ledger.retries += 1
                 continue

@@ -186,7 +186,9 @@ def score_heads(scorer: VerifierRouteScorer, source: EvalSource, memory_vectors:
 def calibrate_verifier(pairs: ScoredPairs, data_hash: Optional[str], max_anchor_drop: float = 0.01
                        ) -> tuple[Calibration, Optional[Calibration]]:
     """``t`` on p(inadmissible) by the one rule; then ``u`` on p(unknown) over the pairs ``t``
-    keeps, with the anchor budget ``t`` left (None when ``t`` used it all up... then u = inf)."""
+    keeps, with the anchor budget ``t`` left (a zero budget when ``t`` used it all up: ``u`` then
+    drops no anchor). ``u`` is None only when the dev pairs hold no required anchor. A pair is
+    dropped when p >= threshold, i.e. kept when p(inadmissible) < t and p(unknown) < u."""
     first = calibrate_threshold(pairs.p[:, 1].tolist(), pairs.admissible, pairs.required,
                                 max_anchor_drop=max_anchor_drop, data_hash=data_hash)
     kept = ~first.drops(pairs.p[:, 1])
@@ -377,6 +379,9 @@ def verifier_study(
             "test_candidates_from_cache": scored_all - scored,
             "prompt_tokens_per_query_test": (test_ledger["prompt_tokens"] + test_ledger["cached_prompt_tokens"])
             / n_test,
+            "completion_tokens_per_query_test": (test_ledger["completion_tokens"]
+                                                 + test_ledger["cached_completion_tokens"]) / n_test,
+            "cost_usd_per_query_test": (test_ledger["cost_usd"] + test_ledger["cached_cost_usd"]) / n_test,
             "ledger": total}
     route_names = [r for r in routes if not r.startswith("text_verifier_")]
     for backend in scorers:
@@ -418,15 +423,16 @@ def run_from_evaluate(backends: Sequence[str], options: dict, prepared: Sequence
 
     dev = prepare(load_split(data_dir, "dev", name="synthetic_dev"), encoder)
     verifiers = {}
+    data_hash = read_meta(data_dir).get("data_hash")
     t0 = time.perf_counter()
     for backend in backends:
         config = load_config(backend, (options.get("configs") or {}).get(backend))
-        verifiers[backend] = build_verifier(backend, config)
+        verifiers[backend] = build_verifier(backend, config, data_hash=data_hash)
     load_seconds = time.perf_counter() - t0
     block, timing = verifier_study(
         verifiers, test, dev, settings, gate=gate, routes=routes,
         n_dev=int(options.get("dev", DEFAULT_DEV)), n_test=int(options.get("test", DEFAULT_TEST)),
-        depth=int(options.get("depth", DEFAULT_DEPTH)), data_hash=read_meta(data_dir).get("data_hash"),
+        depth=int(options.get("depth", DEFAULT_DEPTH)), data_hash=data_hash,
     )
     timing["load_seconds"] = load_seconds
     write_verifier_report(Path(out_dir) / "verifiers.md", block, timing)
@@ -456,27 +462,39 @@ def write_verifier_report(path, block: dict, timing: dict) -> None:
         "Thresholds: the one calibration rule (max violation recall, <= 1 % of required anchors "
         "dropped) on the dev subsample; the abstaining variant also drops p(unknown) >= u.", "",
         "## Per backend (test subsample; p(inadmissible) on pairs with a known label)", "",
-        "| backend | model | AUC (all) | PR-AUC (all) | AUC (in scope) | Brier | ECE-10 | t | viol. precision @t "
-        "| viol. recall @t | anchor false-deny @t | u | recall @(t,u) | tokens / query | s / query (uncached) |",
-        "|---" * 15 + "|",
+        "| backend | model | AUC (all) | PR-AUC (all) | AUC (in scope) | Brier | ECE-10 | prompt tokens / query "
+        "| completion tokens / query | USD / query | s / query (uncached) |",
+        "|---" * 11 + "|",
     ]
+    measured = {b: f for b, f in block["backends"].items() if f.get("status") == "measured"}
     for backend, fig in block["backends"].items():
-        if fig.get("status") != "measured":
-            lines.append(f"| `{backend}` | {fig.get('status')} |" + " — |" * 13)
+        if backend not in measured:
+            lines.append(f"| `{backend}` | {fig.get('status')} |" + " — |" * 9)
             continue
-        test = fig["test"]
-        cal = fig["calibration"]
-        t = cal["p_inadmissible"]["threshold"]
-        u = (cal["p_unknown"] or {}).get("threshold")
+        test, tm = fig["test"], timing.get(backend, {})
         lines.append(
             f"| `{backend}` | {fig['model']} | {_num(test['all_known']['roc_auc'])} | "
             f"{_num(test['all_known']['pr_auc'])} | {_num(test['in_scope_known']['roc_auc'])} | "
             f"{_num(test['all_known']['brier'])} | {_num(test['all_known']['ece10'])} | "
-            f"{'inf' if t is None else _num(t, 4)} | {_num(test['drop']['violation_precision'])} | "
-            f"{_num(test['drop']['violation_recall'])} | {_num(test['drop']['anchor_false_deny'])} | "
-            f"{'inf' if u is None else _num(u, 4)} | {_num(test['abstain']['violation_recall'])} | "
-            f"{_num(timing.get(backend, {}).get('prompt_tokens_per_query_test'), 0)} | "
-            f"{_num(timing.get(backend, {}).get('uncached_latency_per_query_s'), 2)} |")
+            f"{_num(tm.get('prompt_tokens_per_query_test'), 0)} | "
+            f"{_num(tm.get('completion_tokens_per_query_test'), 0)} | {_num(tm.get('cost_usd_per_query_test'), 5)} | "
+            f"{_num(tm.get('uncached_latency_per_query_s'), 2)} |")
+    if measured:
+        lines += ["", "Decisions at the thresholds calibrated on dev (test subsample; a violation is a "
+                  "pair with a = False, an anchor a required memory):", "",
+                  "| backend | rule | threshold | violation precision | violation recall | anchor false-deny "
+                  "| pairs dropped |", "|---" * 7 + "|"]
+        for backend, fig in measured.items():
+            cal = fig["calibration"]
+            t = cal["p_inadmissible"]["threshold"]
+            u = (cal["p_unknown"] or {}).get("threshold")
+            for rule, name, thr in (("drop", "drop: p_inad >= t", f"t = {'inf' if t is None else _num(t, 4)}"),
+                                    ("abstain", "abstain: also p_unk >= u",
+                                     f"u = {'inf' if u is None else _num(u, 4)}")):
+                d = fig["test"][rule]
+                lines.append(f"| `{backend}` | {name} | {thr} | {_num(d['violation_precision'])} | "
+                             f"{_num(d['violation_recall'])} | {_num(d['anchor_false_deny'])} | "
+                             f"{_num(d['dropped_share'])} |")
     for backend, fig in block["backends"].items():
         if fig.get("status") == "measured":
             lines += ["", f"`{backend}` calibration: {fig['calibration']['p_inadmissible']['note']}; "
