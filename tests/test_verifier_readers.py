@@ -131,8 +131,9 @@ def test_gatemem_disclosure_per_route():
     source = EvalSource("gatemem", memories, queries, {q.query_id: np.arange(3) for q in queries}, {}, {}, None,
                         query_meta={"c1": {"query_type": "privacy", "protected_ids": ["t1"]},
                                     "c2": {"query_type": "utility", "protected_ids": []}})
-    rankings = {"leaky": [["t1", "t2"], ["t2"]], "safe": [["t2", "t3"], ["t2"]]}
+    rankings = {"no_memory": [[], []], "leaky": [["t1", "t2"], ["t2"]], "safe": [["t2", "t3"], ["t2"]]}
     out = gatemem_disclosure(Parrot(), source, rankings, k=2)
+    assert out["no_memory"] == {"disclosure_rate": 0.0, "n_checkpoints": 1, "ci": [0.0, 0.0]}
     assert out["leaky"] == {"disclosure_rate": 1.0, "n_checkpoints": 1, "ci": [1.0, 1.0]}
     assert out["safe"] == {"disclosure_rate": 0.0, "n_checkpoints": 1, "ci": [0.0, 0.0]}
 
