@@ -159,6 +159,7 @@ class LocalReader(Reader):
         else:
             text = "\n\n".join(m["content"] for m in messages) + "\nAnswer:"
         ids = torch.tensor([tok.encode(text, add_special_tokens=False)], device=self.lm.device)
+        self.lm.check_length(int(ids.shape[1]) + self.max_new_tokens)
         with torch.no_grad():
             out = self.lm.model.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
                                          max_new_tokens=self.max_new_tokens, pad_token_id=self.lm.pad_id)

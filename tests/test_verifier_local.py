@@ -88,6 +88,12 @@ def test_cache_entries_record_their_cost_for_a_cold_estimate(tiny, tmp_path):
     assert first.ledger.cold_seconds_per_candidate() == pytest.approx(first.ledger.answered_seconds / 3)
 
 
+def test_a_prompt_past_the_context_window_is_a_clear_error(tiny):
+    limit = tiny.model.config.max_position_embeddings
+    with pytest.raises(ValueError, match="context window"):
+        tiny.encode("q", ["word " * (2 * limit)])
+
+
 def test_prompt_holds_only_the_two_texts(tiny):
     before, after = tiny.prompt_parts("QUERY-TEXT")
     assert RULES in before and "QUERY-TEXT" in before

@@ -222,7 +222,15 @@ class LocalVerifier(Verifier):
         if getattr(self.tokenizer, "add_bos_token", False) and bos is not None and prefix[:1] != [bos]:
             prefix = [bos] + prefix
         suffixes = [self.tokenizer.encode(m + after, add_special_tokens=False) for m in memories]
+        self.check_length(len(prefix) + max(map(len, suffixes), default=0))
         return prefix, suffixes
+
+    def check_length(self, n_tokens: int) -> None:
+        """A clear error instead of silently wrong positions past the model's context window."""
+        limit = getattr(self.model.config, "max_position_embeddings", None)
+        if limit is not None and n_tokens > limit:
+            raise ValueError(f"prompt of {n_tokens} tokens exceeds the model's context window "
+                             f"(max_position_embeddings={limit}); lower max_bytes or the number of memories")
 
     # ------------------------------------------------------------------ scoring
 
