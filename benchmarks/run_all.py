@@ -3,7 +3,7 @@ reports/bench.json. Each benchmark measures its ratios side by side in one run; 
 figures are printed beside them. Nothing here is a test: timings depend on the machine.
 
 Figures: gen_triples_per_s; embed_sentences_per_s (cold, cached); train_triples_per_s (per
-width); gate_ms_per_100 per width with and without the write-time split;
+width); the paper-scale gate's train and scoring throughput (CPU, and GPU when present); gate_ms_per_100 per width with and without the write-time split;
 retrieval_ms_top100_100k; overhead_ratio; eval_s per route (from the latest evaluation's
 timings.json, if any); the make demo breakdown (from reports/demo/pipeline_timings.json, if any).
 """
@@ -35,6 +35,7 @@ def main() -> dict:
     results["generate"] = bench_generate.bench(REPO_ROOT / "configs/data/default.yaml", repeats=3, audit=False)
     results["embed"] = bench_embed.bench()
     results["train"] = {str(w): bench_train.bench(hidden=w) for w in (256, 512, 1024)}
+    results["paper_scale"] = bench_train.paper()
     retriever = bench_retriever.run()
     results["retriever"] = retriever
     results["eval"] = _latest_eval_timings()
@@ -57,6 +58,12 @@ def main() -> dict:
              f"(×{results['embed']['cached_over_cold']:.0f}) |"]
     for w, r in results["train"].items():
         lines.append(f"| train_triples_per_s (width {w}) | {r['train_triples_per_s']:,.0f} |")
+    for device, r in results["paper_scale"].items():
+        if isinstance(r, dict):
+            lines.append(f"| paper scale (d 4096, {r['parameters'] / 1e6:.1f} M params, {device}"
+                         f"{', bf16' if r['bf16_autocast'] else ''}): train_triples_per_s / "
+                         f"score_pairs_per_s / gate_ms_per_100 | {r['train_triples_per_s']:,.0f} / "
+                         f"{r['score_pairs_per_s']:,.0f} / {r['gate_ms_per_100']:.2f} |")
     lines.append(f"| retrieval_ms_top100_100k | {retriever['top_ms']:.2f} |")
     for w in retriever["widths"]:
         lines.append(f"| gate_ms_per_100 (width {w['hidden']}; plain / write-time split) | "
