@@ -244,6 +244,22 @@ def test_a_fully_cached_study_reports_the_cold_cost_recorded_in_the_cache():
     assert t["prompt_tokens_per_query_test"] == pytest.approx(40 * n_test_candidates / 12)
 
 
+def test_cold_cost_averages_only_candidates_whose_cost_is_known():
+    from memgate.verifiers.base import Ledger
+    from memgate.verifiers.study import cold_cost
+
+    ledger = Ledger(scored_candidates=10, answered_seconds=2.0, prompt_tokens=500, cached_candidates=6,
+                    cached_seconds=1.2, cached_prompt_tokens=300, candidates=20, cache_hits=10).to_dict()
+    out = cold_cost(ledger, n_queries=2)  # 4 of the 20 candidates came from entries without a record
+    assert out["uncached_s_per_candidate"] == pytest.approx(3.2 / 16)
+    assert out["uncached_latency_per_query_s"] == pytest.approx(3.2 / 16 * 10)
+    assert out["prompt_tokens_per_query_test"] == pytest.approx(800 / 16 * 10)
+    assert out["uncached_latency_measured_on"] == {"scored_this_run": 10, "cache_records": 6, "without_record": 4}
+    assert out["test_candidates_from_cache"] == 10
+    empty = cold_cost(Ledger(candidates=5, cache_hits=5).to_dict(), 1)
+    assert empty["uncached_latency_per_query_s"] is None and empty["prompt_tokens_per_query_test"] is None
+
+
 @pytest.mark.slow
 def test_auc_and_average_precision_match_sklearn_with_ties():
     from sklearn.metrics import average_precision_score, roc_auc_score

@@ -292,6 +292,31 @@ def _r(x):
     return None if x is None else round(float(x), 6)
 
 
+def cold_cost(ledger: dict, n_queries: int) -> dict:
+    """What a query costs with nothing cached, from one ledger's counts (``Ledger.to_dict``): model
+    seconds, tokens and USD per candidate over the candidates whose cost is known (scored in this
+    run, or served by a cache entry that records its cost), times the candidates per query. A
+    cache entry written before records existed counts in ``without_record`` and in no average."""
+    scored, recorded = ledger["scored_candidates"], ledger["cached_candidates"]
+    known, n_queries = scored + recorded, max(1, n_queries)
+    per_query = ledger["candidates"] / n_queries
+
+    def per_q(this_run: str, cached: str):
+        return None if not known else (ledger[this_run] + ledger[cached]) / known * per_query
+
+    return {
+        "uncached_s_per_candidate": (ledger["answered_seconds"] + ledger["cached_seconds"]) / known if known else None,
+        "uncached_latency_per_query_s": per_q("answered_seconds", "cached_seconds"),
+        "prompt_tokens_per_query_test": per_q("prompt_tokens", "cached_prompt_tokens"),
+        "completion_tokens_per_query_test": per_q("completion_tokens", "cached_completion_tokens"),
+        "cost_usd_per_query_test": per_q("cost_usd", "cached_cost_usd"),
+        "uncached_latency_measured_on": {"scored_this_run": scored, "cache_records": recorded,
+                                         "without_record": ledger["candidates"] - known},
+        "test_candidates_from_cache": ledger["candidates"] - scored,
+        "test_ledger": ledger,
+    }
+
+
 # --------------------------------------------------------------------------- the study
 
 ROUTE_KEYS = ("recall_required@20", "feasible_rate@20", "l_rc@20", "l_rc_infeasible@20",
@@ -360,29 +385,10 @@ def verifier_study(
         # Ledger figures depend on the cache state (a rerun is all cache hits), so they go to
         # timings.json with the wall-clock figures; metrics.json stays byte-reproducible.
         test_ledger = {k: v - dev_ledger[k] for k, v in total.items() if isinstance(v, (int, float))}
-        scored = test_ledger["scored_candidates"]  # scored by the model in this run
-        recorded = test_ledger["cached_candidates"]  # served by cache entries that record their cost
-        scored_all = test_ledger["candidates"]
-        n_test = max(1, len(test_ids))
-        cold = ((test_ledger["answered_seconds"] + test_ledger["cached_seconds"]) / (scored + recorded)
-                if scored + recorded else None)
-        timing[backend] = {
-            "dev_seconds": dev_seconds, "test_seconds": test_seconds,
-            # wall time per test query as this run saw it (cache hits make it cheaper)
-            "latency_per_query_s": test_seconds / n_test,
-            # the cold cost: model seconds per candidate (this run's calls and the cost recorded
-            # in the cache entries it hit), times the candidates per query
-            "uncached_s_per_candidate": cold,
-            "uncached_latency_per_query_s": None if cold is None else cold * scored_all / n_test,
-            "uncached_latency_measured_on": {"scored_this_run": scored, "cache_records": recorded,
-                                             "without_record": scored_all - scored - recorded},
-            "test_candidates_from_cache": scored_all - scored,
-            "prompt_tokens_per_query_test": (test_ledger["prompt_tokens"] + test_ledger["cached_prompt_tokens"])
-            / n_test,
-            "completion_tokens_per_query_test": (test_ledger["completion_tokens"]
-                                                 + test_ledger["cached_completion_tokens"]) / n_test,
-            "cost_usd_per_query_test": (test_ledger["cost_usd"] + test_ledger["cached_cost_usd"]) / n_test,
-            "ledger": total}
+        timing[backend] = {"dev_seconds": dev_seconds, "test_seconds": test_seconds,
+                           # wall time per test query as this run saw it (cache hits make it cheaper)
+                           "latency_per_query_s": test_seconds / max(1, len(test_ids)),
+                           **cold_cost(test_ledger, len(test_ids)), "ledger": total}
     route_names = [r for r in routes if not r.startswith("text_verifier_")]
     for backend in scorers:
         route_names += [f"text_verifier_{backend}", f"text_verifier_{backend}_abstain"]
