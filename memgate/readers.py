@@ -467,8 +467,14 @@ def write_readers_report(path: Path, summary: dict) -> None:
     elif gm:
         lines += ["", f"GateMem: {gm.get('skipped')}"]
     led = summary.get("ledger") or {}
+    recorded = ""
+    if led.get("cached_candidates"):
+        recorded = (f" The {led['cached_candidates']} cached answers that record their cost took "
+                    f"{led['cached_seconds']:.0f} s to generate ({led['cached_seconds'] / led['cached_candidates']:.1f} s "
+                    "each) when they were first answered.")
     lines += ["", f"Answers: {led.get('calls', 0)} generated, {led.get('cache_hits', 0)} from the disk cache; "
-              f"{summary.get('seconds')} s for the scenarios, {summary.get('gatemem_seconds', 0)} s for GateMem."]
+              f"{summary.get('seconds')} s for the scenarios, {summary.get('gatemem_seconds', 0)} s for GateMem."
+              + recorded]
     Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
