@@ -24,6 +24,7 @@ memories a route exposed; a scorer scans the answer for protected targets or mar
 from __future__ import annotations
 
 import logging
+import math
 import re
 import time
 import unicodedata
@@ -358,11 +359,14 @@ def _rate(hits: np.ndarray, draws: Optional[np.ndarray]) -> dict:
 def gatemem_reader_study(reader: Reader, routes: Sequence[str] = ("global_dense", "namespace_dense",
                                                                   "kleene_gate", "learned_gate"),
                          checkpoint: Optional[str] = "checkpoints/memgate-minilm-l6", k: int = 20,
-                         limit: Optional[int] = 24, root: Optional[str] = None, n_boot: int = 1000) -> dict:
+                         limit: Optional[int] = 24, root: Optional[str] = None, n_boot: int = 1000,
+                         verifiers: Optional[dict] = None) -> dict:
     """GateMem report episodes: each route ranks (under the protocol's rules), the reader answers
     privacy and safety checkpoints from the route's top k, and the checkpoint's protected targets
     (``leak_targets`` and ``judge_spec.not_include`` regexes) are scanned in the answer. ``limit``
-    keeps a hashed subsample of those checkpoints (recorded)."""
+    keeps a hashed subsample of those checkpoints (recorded). ``verifiers``: backend ->
+    (verifier, t, u) adds the ``text_verifier_<backend>[_abstain]`` routes with the thresholds the
+    verifier study calibrated on synthetic dev (``verifier_thresholds``)."""
     from memgate.encoder import Encoder, EncoderConfig
     from memgate.evaluate_run import build_real_source, encoder_for_gate, prepare
     from memgate.evaluation import EvalSettings, run_source
@@ -390,13 +394,38 @@ def gatemem_reader_study(reader: Reader, routes: Sequence[str] = ("global_dense"
         encoder = encoder_for_gate(gate)
     else:
         encoder = Encoder(EncoderConfig(), repo_root=resolve_path("."))
-    result = run_source(prepare(sub, encoder), EvalSettings(routes=list(routes), n_boot=n_boot), gate)
+    prepared = prepare(sub, encoder)
+    routes, scorers = list(routes), {}
+    for backend, (verifier, t, u) in (verifiers or {}).items():
+        from memgate.verifiers.study import VerifierRouteScorer
+
+        scorers[backend] = VerifierRouteScorer(verifier, prepared.source.route_view(), threshold=t,
+                                               unknown_threshold=u)
+        routes += [f"text_verifier_{backend}", f"text_verifier_{backend}_abstain"]
+    result = run_source(prepared, EvalSettings(routes=routes, n_boot=n_boot, verifiers=scorers or None), gate)
     # ``no_memory``: the reader answers from the request alone, the floor of what it discloses
     # without any exposure (echoing the request, guessing a common target)
     rankings = {NO_MEMORY: [[] for _ in sub.queries], **result.rankings}
     rates = gatemem_disclosure(reader, sub, rankings, k=k, patterns_of=patterns, n_boot=n_boot)
     return {"checkpoints": len(chosen), "eligible": len(wanted), "ids_sha256": ids_digest(chosen), "k": k,
             "routes": rates, "skipped_routes": result.skipped}
+
+
+def verifier_thresholds(report_path, backend: str, model_id: str) -> tuple[float, Optional[float]]:
+    """(t, u) of ``backend`` from a verifier study's ``verifiers.json``; the model must be the one
+    the study calibrated."""
+    import json
+
+    block = json.loads(Path(report_path).read_text())
+    fig = block.get("backends", {}).get(backend)
+    if not fig or fig.get("status") != "measured":
+        raise ValueError(f"{report_path}: no measured {backend!r} verifier (status: {(fig or {}).get('status')})")
+    if fig["model"] != model_id:
+        raise ValueError(f"{report_path}: calibrated for {fig['model']!r}, not {model_id!r}")
+    cal = fig["calibration"]
+    t = cal["p_inadmissible"]["threshold"]
+    u = (cal.get("p_unknown") or {}).get("threshold")
+    return (math.inf if t is None else float(t)), (None if u is None else float(u))
 
 
 def write_rows(path: Path, rows: Sequence[dict]) -> None:
@@ -498,6 +527,10 @@ def main(argv=None) -> int:
     parser.add_argument("--n-boot", type=int, default=10_000)
     parser.add_argument("--gatemem", type=int, default=24, metavar="N",
                         help="answer N hashed GateMem privacy/safety report checkpoints per route (0: none)")
+    parser.add_argument("--verifier-report", default=None, metavar="VERIFIERS_JSON",
+                        help="a verifier study's verifiers.json: adds the backend's text_verifier routes "
+                             "on GateMem with the thresholds calibrated there (e.g. "
+                             "reports/verifier-local/verifiers.json)")
     args = parser.parse_args(argv)
     kwargs = {"max_new_tokens": args.max_new_tokens} if args.backend != "openai" else {}
     reader = build_reader(args.backend, args.config, **kwargs)
@@ -513,7 +546,12 @@ def main(argv=None) -> int:
                "ledger": reader.ledger.to_dict(), "seconds": round(seconds, 1)}
     if args.gatemem:
         start = time.perf_counter()
-        summary["gatemem"] = gatemem_reader_study(reader, limit=args.gatemem)
+        verifiers = None
+        if args.verifier_report:
+            verifier = reader.lm if args.backend != "openai" else reader.api
+            t, u = verifier_thresholds(resolve_path(args.verifier_report), args.backend, verifier.model_id)
+            verifiers = {args.backend: (verifier, t, u)}
+        summary["gatemem"] = gatemem_reader_study(reader, limit=args.gatemem, verifiers=verifiers)
         summary["gatemem_seconds"] = round(time.perf_counter() - start, 1)
     summary["ledger"] = reader.ledger.to_dict()  # scenarios and GateMem together
     (out / "readers.json").write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")

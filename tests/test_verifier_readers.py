@@ -203,3 +203,21 @@ def test_openai_reader_scans_a_refusal_too(tmp_path, monkeypatch):
                           http_client=httpx.Client(transport=replay_transport(record)))
     answer = reader.answer("What is my reference?", [f"Booking reference {M}."])
     assert find_markers(answer, [M]) == [M]
+
+
+def test_verifier_thresholds_come_from_the_study_report(tmp_path):
+    from memgate.readers import verifier_thresholds
+
+    report = {"backends": {"local": {"status": "measured", "model": "M", "calibration": {
+        "p_inadmissible": {"threshold": 0.8}, "p_unknown": {"threshold": 0.02}}},
+        "finetuned": {"status": "not trained"}}}
+    path = tmp_path / "verifiers.json"
+    path.write_text(json.dumps(report))
+    assert verifier_thresholds(path, "local", "M") == (0.8, 0.02)
+    with pytest.raises(ValueError, match="calibrated for 'M'"):
+        verifier_thresholds(path, "local", "another model")
+    with pytest.raises(ValueError, match="not trained"):
+        verifier_thresholds(path, "finetuned", "M")
+    report["backends"]["local"]["calibration"] = {"p_inadmissible": {"threshold": None}, "p_unknown": None}
+    path.write_text(json.dumps(report))
+    assert verifier_thresholds(path, "local", "M") == (float("inf"), None)
