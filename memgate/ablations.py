@@ -131,8 +131,10 @@ def current_triples_hash(config: TrainConfig) -> str | None:
     return _TRIPLES_HASHES[key]
 
 
-def finished_rows(grid: str) -> dict[str, list[dict]]:
-    """Every finished (row, seed) of ``grid`` on disk, whatever this invocation ran: the table."""
+def finished_rows(grid: str = "full") -> dict[str, list[dict]]:
+    """Every finished (row, seed) of ``grid`` on disk, whatever this invocation ran: the table.
+    The table is always built over the full grid (a superset of the small one), so a
+    ``make ablations`` run never drops full-grid rows finished in another sitting."""
     out: dict[str, list[dict]] = {}
     for name, spec in load_rows(grid, None).items():
         seeds = sorted(int(d.name[4:]) for d in (OUT_DIR / name).glob("seed*") if d.name[4:].isdigit())
@@ -284,7 +286,7 @@ def main(argv=None) -> int:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--no-real", action="store_true")
     parser.add_argument("--table-only", action="store_true",
-                        help="train nothing: rebuild the table from every finished row and seed of the grid")
+                        help="train nothing: rebuild the table from every finished row and seed on disk")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     rows = load_rows(args.grid, args.only.split(",") if args.only else None)
@@ -294,10 +296,10 @@ def main(argv=None) -> int:
             for seed in seeds:
                 run_row(name, spec["overrides"], seed, not args.no_real)
                 # the table grows as rows finish, from every finished row on disk: nothing lost
-                write_outputs(summarize(finished_rows(args.grid)))
-    results = finished_rows(args.grid)
+                write_outputs(summarize(finished_rows()))
+    results = finished_rows()
     if not results:
-        raise SystemExit("no finished ablation rows for this grid")
+        raise SystemExit("no finished ablation rows on disk")
     write_outputs(summarize(results))
     print((OUT_DIR / "ablations.md").read_text())
     return 0

@@ -412,11 +412,19 @@ def gatemem_reader_study(reader: Reader, routes: Sequence[str] = ("global_dense"
 
 
 def verifier_thresholds(report_path, backend: str, model_id: str) -> tuple[float, Optional[float]]:
-    """(t, u) of ``backend`` from a verifier study's ``verifiers.json``; the model must be the one
-    the study calibrated."""
+    """(t, u) of ``backend`` from a verifier study's ``verifiers.json`` (or its ``.gz``, as committed);
+    the model must be the one the study calibrated."""
     import json
 
-    block = json.loads(Path(report_path).read_text())
+    path = Path(report_path)
+    if not path.exists() and Path(f"{path}.gz").exists():  # the committed, compressed copy
+        path = Path(f"{path}.gz")
+    if path.suffix == ".gz":
+        import gzip
+
+        block = json.loads(gzip.decompress(path.read_bytes()).decode("utf-8"))
+    else:
+        block = json.loads(path.read_text())
     fig = block.get("backends", {}).get(backend)
     if not fig or fig.get("status") != "measured":
         raise ValueError(f"{report_path}: no measured {backend!r} verifier (status: {(fig or {}).get('status')})")

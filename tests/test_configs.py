@@ -93,11 +93,11 @@ def test_ablation_table_is_rebuilt_from_finished_rows_only(tmp_path: Path, monke
     from memgate.config import config_hash
 
     monkeypatch.setattr(ablations, "OUT_DIR", tmp_path)
-    rows = ablations.load_rows("small", ["baseline", "no_product"])
+    rows = ablations.load_rows("full", ["baseline", "no_product", "q_only"])
     for name, seed, config_fresh, data_fresh, triples in (
             ("baseline", 0, True, True, None), ("baseline", 1, True, True, None),
             ("baseline", 2, True, False, None), ("baseline", 3, True, True, "re-mined-since"),
-            ("no_product", 0, False, True, None)):
+            ("no_product", 0, False, True, None), ("q_only", 0, True, True, None)):
         row_dir = tmp_path / name / f"seed{seed}"
         config = ablations.row_config(name, rows[name]["overrides"], seed, row_dir)
         row_dir.mkdir(parents=True)
@@ -111,7 +111,7 @@ def test_ablation_table_is_rebuilt_from_finished_rows_only(tmp_path: Path, monke
     assert ablations.finished_row("baseline", rows["baseline"]["overrides"], 3) is None
     ablations.main(["--only", "baseline,no_product", "--seeds", "0,1,2", "--table-only"])
     table = json.loads((tmp_path / "ablations.json").read_text())
-    assert list(table) == ["baseline"]
+    assert list(table) == ["baseline", "q_only"]  # a small-grid call keeps the full grid's finished rows
     assert table["baseline"]["pref_acc_gated"] == {"mean": 0.55, "min": 0.5, "max": 0.6, "n_seeds": 2}
     markdown = (tmp_path / "ablations.md").read_text()
     assert "| `baseline` |" in markdown
