@@ -9,7 +9,8 @@ Ollama, LM Studio) through the official ``openai`` client.
   honoured up to ``max_backoff_s``) on 429, 5xx and transport errors (connection, timeout);
   **none** on 400 or any other 4xx, and none on invalid output (a clear error instead);
 - a ledger of calls, retries, tokens and cost (prices per million tokens by config);
-- a disk cache keyed by (model, SHA-256 of the exact request payload): a rerun costs nothing.
+- a disk cache keyed by (model and base URL, SHA-256 of the exact request payload): a rerun
+  costs nothing.
   Only answers that parsed are cached.
 
 Tests replay wire-format responses (hand-assembled; no live endpoint here) through
@@ -112,6 +113,7 @@ class OpenAIVerifier(Verifier):
         self.price_out = price_output_per_1m
         self.temperature = temperature
         self.sleep = sleep
+        self._slept = 0.0  # back-off seconds of the current request (kept out of its latency)
         self.cache = None if cache_dir is None else DiskCache(resolve_path(str(cache_dir)))
         # The client never retries by itself: the retry policy is ours, explicit and tested.
         self.client = openai.OpenAI(api_key=key, base_url=base_url, timeout=timeout_s, max_retries=0,
@@ -189,7 +191,7 @@ class OpenAIVerifier(Verifier):
                     raise
                 delay = self._delay(exc, attempt)
                 self.sleep(delay)
-                self._slept = getattr(self, "_slept", 0.0) + delay
+                self._slept += delay
                 attempt += 1
                 self.ledger.retries += 1
                 continue
