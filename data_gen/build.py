@@ -302,6 +302,18 @@ class InstanceBuilder:
                 true_state="superseded", rel_state="superseded" if mv else "unknown",
                 age_days=rng.randint(401, 800), past_phrased=past))
             rel_now["older"] = "supportive"
+        # an on-topic memory that is inadmissible for every intent (a belief, a cross-domain health
+        # or finance note, a personality trait relaxing the backups): the text-visible negative of
+        # the history questions, worded like them
+        risky = rng.random() < cfg["memories"]["history_risky_share"]
+        if risky:
+            spec = topic["risky"]
+            r_tags = tuple(spec["tags"])
+            r_mv = rng.random() < cfg["metadata_coverage"]
+            mems.append(Mem(
+                key="risky", text=fill(rng.choice(spec["texts"]), vs), kind=spec["kind"],
+                domain=_domain_of(r_tags) or topic["domain"], owner=ns_owner, true_tags=r_tags,
+                rel_tags=r_tags if r_mv else self.benign(r_tags, purpose), age_days=rng.randint(1, 400)))
         queries = []
         used: set = set()
         for frame in self.frames("ask", cfg["queries"]["risk"], held, used):
@@ -309,17 +321,24 @@ class InstanceBuilder:
                 text=self.query_text("ask", frame, fill(rng.choice(topic["now"]), vs)), principal=owner,
                 purpose=purpose, intent="current_state", scenario="superseded", beneficial=False,
                 rel=dict(rel_now), template=frame))
-        for frame in self.frames("ask", cfg["queries"]["history"], held, used):
-            if rng.random() < 0.5:
-                body, rel = fill(rng.choice(topic["change"]), vs), {"new": "required", "old": "required"}
-                if chain:
-                    rel["older"] = "required"
-            else:
-                body, rel = fill(rng.choice(topic["before"]), vs), {"new": "supportive", "old": "required"}
-                if chain:
-                    rel["older"] = "supportive"
-            queries.append(Query(text=self.query_text("ask", frame, body), principal=owner, purpose=purpose,
-                                 intent="history", scenario="history", beneficial=True, rel=rel, template=frame))
+        # history intent. "What was it before" needs the superseded value: the superseded
+        # scenario's beneficial control (the same memory, admissible and required). "How has it
+        # changed" needs every value: the history scenario.
+        rel_before = {"old": "required", "new": "supportive"}
+        rel_change = {"old": "required", "new": "required"}
+        if chain:  # "originally" / "before" may mean either superseded value: both are evidence
+            rel_before["older"] = rel_change["older"] = "required"
+        if risky:
+            rel_before["risky"] = rel_change["risky"] = "supportive"
+        for asks, n, scenario, rel in (
+            (topic["before"], cfg["queries"]["beneficial"], "superseded", rel_before),
+            (topic["change"], cfg["queries"]["history"], "history", rel_change),
+        ):
+            for frame in self.frames("ask", n, held, used):
+                queries.append(Query(
+                    text=self.query_text("ask", frame, fill(rng.choice(asks), vs)), principal=owner,
+                    purpose=purpose, intent="history", scenario=scenario, beneficial=True, rel=dict(rel),
+                    template=frame))
         return Instance(kind="superseded", topic=topic["id"], memories=mems, queries=queries, cell=(past, mv))
 
     def _forgotten(self, topic: dict, held: bool) -> Instance:
@@ -385,7 +404,7 @@ class InstanceBuilder:
         vs = Slots(slots, old=old, new=new)
         ns_owner = self.namespace_owner(owner)
         share = cfg["memories"]["scoped_past_phrasing_share"]
-        past = share > 0 and rng.random() < share  # no draw at 0: the default data stay as released
+        past = rng.random() < share
         mems = [
             Mem(key="old", text=fill(rng.choice(topic["past"] if past else topic["old"]), vs), kind="fact",
                 domain=topic["domain"], owner=ns_owner, true_tags=tags, rel_tags=tags, true_state="superseded",

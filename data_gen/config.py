@@ -38,7 +38,7 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "queries": {
         "risk": 3,  # risk queries per instance (distinct templates)
         "beneficial": 3,  # beneficial-control queries per instance (as many as risk queries)
-        "history": 2,  # history-intent queries per superseded instance
+        "history": 2,  # "how has it changed" queries per superseded instance (scenario history)
         "unknown_intent_share": 0.1,  # risk/control queries of policy scenarios with intent "unknown"
         "forgotten_history_share": 0.25,  # forgotten queries asked with history intent
     },
@@ -49,10 +49,11 @@ DEFAULT_CONFIG: dict[str, Any] = {
         "optional_anchor_share": 0.8,  # a second required anchor where a topic has one
         "shared_namespace_share": 0.3,  # anchors and state stored in <group>/shared
         "past_phrasing_share": 0.4,  # superseded values phrased in the past tense (text-visible)
-        # scoped-supersession old values phrased past / with their end date (text-visible). 0 keeps
-        # the released data; 0.4 gives scoped hard_share_tv 0.39 with hard-positive queries = hard-
-        # negative ones (measured; README), to be made the default with the next release
-        "scoped_past_phrasing_share": 0.0,
+        # scoped-supersession old values phrased past / with their end date (text-visible)
+        "scoped_past_phrasing_share": 0.4,
+        # superseded instances with an on-topic memory inadmissible for every intent (a belief, a
+        # cross-domain note, a personality trait): the text-visible negative of the history queries
+        "history_risky_share": 0.6,
         "unresolved_relevance_share": 0.5,  # unknown-provenance notes with relevance "unresolved"
     },
     # share of policy-scenario negatives whose route-visible tag reveals the violation

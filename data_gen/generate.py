@@ -38,7 +38,7 @@ from memgate.seeding import component_sequence
 SPLITS = ("train", "dev", "test")
 SPLIT_FILES = ("memories.jsonl", "queries.jsonl", "labels.jsonl", "triples.jsonl", "query_meta.jsonl")
 REAL_CANDIDATES = "real_candidates.jsonl"  # train only (data_gen.real_text); always written
-GENERATOR_VERSION = "1"
+GENERATOR_VERSION = "2"  # 2: history-risky memories, "before" controls in superseded, scoped past phrasing on
 # Memory kinds that are a scenario negative somewhere (inadmissible in some scenario).
 NEGATIVE_KINDS = ("fact", "preference", "belief", "personality", "roleplay", "instruction", "correction",
                   "forget_directive", "state_value", "tool_config")

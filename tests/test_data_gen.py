@@ -315,10 +315,43 @@ def test_lifecycle_negatives_are_text_visible_exactly_when_phrased_so():
                 assert r["text_visible"] is phrased_past(text, r["scenario"]), text
                 seen.add((r["scenario"], r["text_visible"]))
     assert seen == {(sc, tv) for sc in past_texts for tv in (True, False)}
-    # at the default 0 no scoped old value is phrased past (the released data)
-    default = generate(load_config(TINY))[0]
-    assert not any(r["text_visible"] for s in default.values() for r in s.labels
+    # at 0 no scoped old value is phrased past
+    cfg["memories"]["scoped_past_phrasing_share"] = 0.0
+    none = generate(cfg)[0]
+    assert not any(r["text_visible"] for s in none.values() for r in s.labels
                    if r["scenario"] == "scoped_supersession" and r["lifecycle"] is False and r["policy"] is not False)
+
+
+def test_history_questions_have_a_text_visible_negative_and_superseded_has_controls():
+    """Superseded instances: the history questions ("how has it changed") meet an on-topic memory
+    that is inadmissible under every intent (policy False, so text-visible), and the superseded
+    scenario has beneficial controls: "what was it before", where the superseded value is
+    required and admissible (history intent)."""
+    from data_gen import content as C
+
+    cfg = load_config(TINY)
+    cfg["memories"]["history_risky_share"] = 1.0
+    splits, _ = generate(cfg)
+    risky_texts = [t for topic in C.SUPERSEDED for t in topic["risky"]["texts"]]
+    seen_risky = seen_control = 0
+    for split in splits.values():
+        mems = {m["memory_id"]: m for m in split.memories}
+        meta = {m["query_id"]: m for m in split.query_meta}
+        for r in split.labels:
+            text = mems[r["memory_id"]]["text"]
+            if r["scenario"] == "history" and any(_matches_template(t, text) for t in risky_texts):
+                assert r["relevance"] == "supportive" and r["policy"] is False and r["text_visible"] is True
+                seen_risky += 1
+            if r["scenario"] == "superseded" and meta[r["query_id"]]["beneficial"] and r["relevance"] == "required":
+                assert r["lifecycle"] is True and r["scope"] is True and r["policy"] is True
+                seen_control += mems[r["memory_id"]]["lifecycle_state"] in ("superseded", "unknown")
+        hist = [t for t in split.triples if t["scenario"] == "history"]
+        assert any(t["text_visible"] and any(_matches_template(x, t["neg_text"]) for x in risky_texts) for t in hist)
+    assert seen_risky and seen_control
+    cfg["memories"]["history_risky_share"] = 0.0
+    without = generate(cfg)[0]
+    assert not any(any(_matches_template(t, m["text"]) for t in risky_texts)
+                   for s in without.values() for m in s.memories)
 
 
 def _matches_template(template: str, text: str) -> bool:
