@@ -23,8 +23,9 @@ per checkpoint that has at least one include-matched turn, to ``train/real_candi
 
 Visibility: an ``other_domain`` m- is text-visible (the turn's subject matter belongs to another
 domain). An ``other_episode`` m- is text-visible only when the query names something of its own
-episode (``query_names``: capitalised words after the first that also occur in one of its
-positives, possessive 's dropped, lower-cased) that the m- text does not contain; otherwise
+episode (``query_names``: capitalised words that also occur in one of its positives, not
+sentence-initial, not "I", not a weekday or month; possessive 's dropped, lower-cased) that the m-
+text does not contain; otherwise
 ("give me the current date and room") another organisation's turn cannot be told apart by text
 and is not a candidate: ``data_gen.mine`` only draws text-visible negatives.
 
@@ -61,11 +62,25 @@ def words_of(text: str) -> frozenset:
     return frozenset(_norm(w) for w in _WORD.findall(text))
 
 
+# Capitalised without being a name of anything: the pronoun, and calendar words every episode shares.
+_NOT_NAMES = frozenset(
+    "i i'm i've i'd i'll monday tuesday wednesday thursday friday saturday sunday january february "
+    "march april may june july august september october november december".split())
+_SENTENCE_END = frozenset(".?!:;\"'(")
+
+
 def query_names(query: str, positives: list[dict]) -> list[str]:
-    """Capitalised words of the query (not its first word) that also occur in a positive."""
-    words = _WORD.findall(query)
+    """Capitalised words of the query that also occur in a positive, except sentence-initial
+    words, "I" and weekday / month names (capitalised everywhere, naming nothing of an episode)."""
     pos_words = set().union(*(words_of(p["text"]) for p in positives)) if positives else set()
-    return sorted({_norm(w) for w in words[1:] if w[0].isupper()} & pos_words)
+    names = set()
+    for match in _WORD.finditer(query):
+        word = match.group()
+        before = query[:match.start()].rstrip()
+        if not word[0].isupper() or not before or before[-1] in _SENTENCE_END:
+            continue
+        names.add(_norm(word))
+    return sorted((names - _NOT_NAMES) & pos_words)
 
 
 def text_visible(relation: str, names: list[str], neg_text: str) -> bool:

@@ -325,3 +325,16 @@ def test_mine_real_refuses_candidates_written_before_the_other_episode_rule():
     stale = [{k: v for k, v in r.items() if k != "query_names"} for r in rows]
     with pytest.raises(ValueError, match="query_names"):
         mine_real(stale, matrix, {"negatives_per_positive": 1})
+
+
+def test_query_names_skip_sentence_starts_the_pronoun_and_calendar_words():
+    """Only capitalised words that name something: "Can you...? Please" starts sentences, "I" is
+    the pronoun and "Sunday" / "March" are shared by every episode, so none of them counts even
+    when a positive contains it; "Ember" and "Naomi's" (possessive dropped) do."""
+    from data_gen.real_text import query_names
+
+    positives = [{"memory_id": "t1", "text": "I told Naomi the Ember launch moves to Sunday in March; please confirm."}]
+    query = "Can you check? Please tell me what I said to Naomi's team about Ember on Sunday in March."
+    assert query_names(query, positives) == ["ember", "naomi"]
+    assert query_names("Ember: when?", positives) == []  # the first word is never a name
+    assert query_names("When is Ember due?", []) == []  # nothing to share with
