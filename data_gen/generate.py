@@ -30,6 +30,7 @@ from data_gen import content as C
 from data_gen.build import SCENARIOS, GroupContext, Instance, InstanceBuilder
 from data_gen.config import INSTANCE_TYPES, load_config, resolve
 from data_gen.entities import HELDOUT_ENTITY_POOLS, EntitySampler
+from data_gen.forked import Forked, worker_count
 from data_gen.policy import default_policy_rules
 from memgate.admissibility import INTENTS, LIFECYCLE_STATES, PolicyRules, effective_state, lifecycle_value
 from memgate.records import QueryContext
@@ -179,11 +180,21 @@ class SplitGenerator:
             hit = self._word_cache[text] = _words(text)
         return hit
 
-    def run(self, progress: bool = False) -> SplitData:
+    def run(self, progress: bool = False, workers: int = 1) -> SplitData:
+        """All groups of the split. Each group draws from its own seed, so with ``workers=2`` a
+        forked child builds the second half while this process builds the first (same bytes)."""
         n = self.cfg["splits"][self.split]["groups"]
         children = component_sequence(self.cfg["seed"], f"data_gen/{self.split}").spawn(n)
+        half = n // 2 if workers > 1 and n > 1 else n
+        second = Forked(self._groups, children, range(half, n), inline=half == n)
+        data = self._groups(children, range(half), progress)
+        for name in ("memories", "queries", "labels", "triples", "query_meta", "groups"):
+            getattr(data, name).extend(getattr(second.result(), name))
+        return data
+
+    def _groups(self, children: list, indices: range, progress: bool = False) -> SplitData:
         data = SplitData(self.split)
-        iterator: Iterable = range(n)
+        iterator: Iterable = indices
         if progress:
             from tqdm import tqdm
 
@@ -429,16 +440,12 @@ def generate(cfg: dict, progress: bool = False) -> tuple[dict, dict]:
 
     With ``real_text.enabled`` the train split also carries the real-phrasing candidate rows
     (``splits["train"].real_candidates``) and what was read (``.real_info``)."""
-    real_rows: list = []
-    real_info = {"enabled": False, "available": None, "queries": 0, "note": "real_text.enabled is false"}
-    if cfg["real_text"]["enabled"]:
+    workers = worker_count()
+    real = None
+    if cfg["real_text"]["enabled"]:  # read the real data in a child while this process generates
         from data_gen.real_text import build_real_candidates
 
-        real_rows, real_info = build_real_candidates(cfg)
-        if not real_info["available"]:
-            import logging
-
-            logging.getLogger(__name__).warning("%s", real_info["note"])
+        real = Forked(build_real_candidates, cfg, inline=workers == 1)
     rules = PolicyRules.from_dict(default_policy_rules())
     labeller = Labeller(rules)
     forbidden: dict = {}
@@ -447,12 +454,20 @@ def generate(cfg: dict, progress: bool = False) -> tuple[dict, dict]:
     gc.disable()  # ~10^5 small dicts that all stay alive: collection passes only cost time
     try:
         for split in SPLITS:
-            data = SplitGenerator(cfg, split, rules, labeller, forbidden).run(progress)
+            data = SplitGenerator(cfg, split, rules, labeller, forbidden).run(progress, workers)
             for row in data.memories:
                 forbidden.setdefault(row["text"], split)
             for row in data.queries:
                 forbidden.setdefault(row["text"], split)
             splits[split] = data
+        real_rows: list = []
+        real_info = {"enabled": False, "available": None, "queries": 0, "note": "real_text.enabled is false"}
+        if real is not None:
+            real_rows, real_info = real.result()
+            if not real_info["available"]:
+                import logging
+
+                logging.getLogger(__name__).warning("%s", real_info["note"])
     finally:
         if was_enabled:
             gc.enable()
@@ -538,11 +553,22 @@ def _write_jsonl(path: Path, rows: list) -> None:
 
 
 def write_splits(splits: dict, out_dir: Path) -> str:
-    """Write the split files; return the data hash over exactly them (sorted path order)."""
+    """Write the split files; return the data hash over exactly them (sorted path order).
+
+    With two workers a forked child writes the largest file (train labels, about half the bytes)
+    while this process writes the others."""
     out_dir = Path(out_dir)
-    for split, data in splits.items():
-        for filename in data.files():
-            _write_jsonl(out_dir / split / filename, data.rows(filename))
+    jobs = [(out_dir / split / filename, data.rows(filename))
+            for split, data in splits.items() for filename in data.files()]
+    largest = max(range(len(jobs)), key=lambda i: len(jobs[i][1])) if jobs else None
+    child = None
+    if largest is not None and worker_count() > 1:
+        jobs[largest][0].parent.mkdir(parents=True, exist_ok=True)  # before the fork: no race
+        child = Forked(_write_jsonl, *jobs.pop(largest))
+    for path, rows in jobs:
+        _write_jsonl(path, rows)
+    if child is not None:
+        child.result()
     return data_hash(out_dir)
 
 

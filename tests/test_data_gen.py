@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -412,6 +413,38 @@ def test_determinism_same_seed_same_bytes(tmp_path, tiny_dir):
         assert (out / path).read_bytes() == (tiny_dir / path).read_bytes()
     other = generate_from_config(TINY, tmp_path / "seed1", seed=1, audit=False)
     assert other["data_hash"] != first["data_hash"] and other["seed"] == 1
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="the forked workers need os.fork")
+def test_forked_workers_write_the_same_bytes_as_one_process(tmp_path, tiny_dir, monkeypatch):
+    """Two workers (a forked child builds half of each split's groups, reads the real data and
+    writes the largest file) give exactly the bytes of a single-process run."""
+    first = json.loads((tiny_dir / "meta.json").read_text())
+    for workers in ("1", "2"):
+        monkeypatch.setenv("MEMGATE_DATAGEN_WORKERS", workers)
+        out = tmp_path / f"workers{workers}"
+        meta = generate_from_config(TINY, out, audit=False)
+        assert meta["data_hash"] == first["data_hash"], workers
+        for path in meta["data_files"]:
+            assert (out / path).read_bytes() == (tiny_dir / path).read_bytes(), (workers, path)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="the forked workers need os.fork")
+def test_a_failing_forked_worker_raises_with_its_traceback(monkeypatch):
+    from data_gen.forked import Forked
+
+    def boom(x):
+        raise KeyError(f"no slot {x}")
+
+    with pytest.raises(KeyError, match="no slot 7") as info:
+        Forked(boom, 7).result()
+    assert "in boom" in str(info.value.__cause__)  # the child's traceback
+    assert Forked(sum, [1, 2], inline=True).result() == Forked(sum, [1, 2]).result() == 3
+    monkeypatch.setenv("MEMGATE_DATAGEN_WORKERS", "3")
+    from data_gen.forked import worker_count
+
+    with pytest.raises(ValueError, match="MEMGATE_DATAGEN_WORKERS must be 1 or 2"):
+        worker_count()
 
 
 def test_preview_writes_nothing(tmp_path, capsys):

@@ -1,0 +1,84 @@
+"""Run a piece of the generator in a forked child process, side by side with the parent.
+
+Generation is pure-Python and CPU-bound, and its pieces are independent once their inputs exist
+(the groups of one split, the output files). A forked child inherits those inputs without copying
+or pickling them, computes its piece and sends the result back through a pipe; the parent merges
+results in a fixed order, so the files are byte-identical to a serial run (tested).
+
+The result travels as a pickle written by our own child process a moment earlier, never read from
+disk. Where ``os.fork`` does not exist, or only one CPU is usable, or ``MEMGATE_DATAGEN_WORKERS=1``,
+everything runs inline in the calling process.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import traceback
+from typing import Any, Callable
+
+WORKERS_ENV = "MEMGATE_DATAGEN_WORKERS"
+
+
+def worker_count() -> int:
+    """2 when a second CPU is usable and fork exists; ``MEMGATE_DATAGEN_WORKERS`` overrides (1 or 2)."""
+    raw = os.environ.get(WORKERS_ENV)
+    if raw is not None:
+        if raw.strip() not in ("1", "2"):
+            raise ValueError(f"{WORKERS_ENV} must be 1 or 2, got {raw!r}")
+        wanted = int(raw)
+    else:
+        usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        wanted = 2 if usable >= 2 else 1
+    return wanted if hasattr(os, "fork") else 1
+
+
+class Forked:
+    """``fn(*args)`` computed in a forked child (or inline when ``inline``); ``result()`` returns it,
+    or re-raises the child's exception (same type) with the child's traceback as its cause."""
+
+    def __init__(self, fn: Callable[..., Any], *args: Any, inline: bool = False):
+        self._pid = None
+        if inline:
+            self._value = fn(*args)
+            return
+        read_fd, write_fd = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # child: compute, send, exit without running the parent's atexit handlers
+            os.close(read_fd)
+            code = 0
+            try:
+                payload = pickle.dumps((True, fn(*args)), protocol=pickle.HIGHEST_PROTOCOL)
+            except BaseException as exc:  # noqa: BLE001 - every failure goes back to the parent
+                text = "".join(traceback.format_exception(exc))
+                try:
+                    payload = pickle.dumps((False, (exc, text)))
+                except Exception:  # noqa: BLE001 - an exception that does not pickle
+                    payload = pickle.dumps((False, (None, text)))
+                code = 1
+            try:
+                with os.fdopen(write_fd, "wb") as out:
+                    out.write(payload)
+            finally:
+                os._exit(code)
+        os.close(write_fd)
+        self._pid, self._fd = pid, read_fd
+
+    def result(self) -> Any:
+        if self._pid is None:
+            return self._value
+        with os.fdopen(self._fd, "rb") as pipe:
+            payload = pipe.read()
+        _, status = os.waitpid(self._pid, 0)
+        self._pid = None
+        if not payload:
+            raise RuntimeError(f"a forked data_gen worker died without a result (wait status {status})")
+        ok, value = pickle.loads(payload)
+        if not ok:  # the child's own exception (e.g. DataConflict), its traceback chained as the cause
+            exc, text = value
+            cause = RuntimeError(f"in the forked data_gen worker:\n{text}")
+            if exc is None:
+                raise cause
+            raise exc from cause
+        self._value = value
+        return value
