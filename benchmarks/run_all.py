@@ -50,7 +50,10 @@ def main() -> dict:
              f"Machine: {results['machine']['cpu_count']} cores, load average "
              f"{results['machine']['load_avg_1m']:.2f} at the start. Medians over repeats.", "",
              "| figure | value |", "|---|---|",
-             f"| gen_triples_per_s | {results['generate'].get('gen_triples_per_s', float('nan')):,.0f} |",
+             f"| gen_triples_per_s ({results['generate'].get('workers', 1)} workers; one worker, interleaved; ratio) | "
+             f"{results['generate'].get('gen_triples_per_s', float('nan')):,.0f}; "
+             f"{results['generate'].get('gen_triples_per_s_one_worker', float('nan')):,.0f}; "
+             f"×{results['generate'].get('workers_speedup', float('nan')):.2f} |",
              f"| gen_triples_per_s_cli (fresh `python -m data_gen` process) | "
              f"{results['generate'].get('gen_triples_per_s_cli', float('nan')):,.0f} |",
              f"| embed_sentences_per_s (cold) | {results['embed']['embed_sentences_per_s_cold']:,.0f} |",
