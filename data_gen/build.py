@@ -133,9 +133,15 @@ class InstanceBuilder:
         )
 
     def frames(self, qtype: str, n: int, heldout: bool, used: set) -> list[str]:
+        """``n`` distinct frames where the pool allows (two questions of one call share a body, so
+        a repeated frame would be a repeated text): frames unused by the instance first, then the
+        others; only a call asking for more than the pool repeats one."""
         pool = [f for f in C.FRAMES[qtype] if (f in C.HELDOUT_FRAMES) == heldout]
-        fresh = [f for f in pool if f not in used] or pool
+        fresh = [f for f in pool if f not in used]
         picked = self.rng.sample(fresh, min(n, len(fresh)))
+        if len(picked) < n:
+            rest = [f for f in pool if f not in picked]
+            picked += self.rng.sample(rest, min(n - len(picked), len(rest)))
         while len(picked) < n:
             picked.append(self.rng.choice(pool))
         used.update(picked)
@@ -262,11 +268,14 @@ class InstanceBuilder:
                             age_days=rng.randint(3, 300)))
         queries = []
         used: set = set()
+        # both principals ask the same question, so their frames must differ: with held-out
+        # templates (4 frames) each asks at most half of them
+        cap = len(C.HELDOUT_ASK_FRAMES) // 2 if held else None
         for principal, n, beneficial, rel in (
             (owner, self.cfg["queries"]["risk"], False, {"own": "required", "theirs": "supportive"}),
             (other, self.cfg["queries"]["beneficial"], True, {"theirs": "required", "own": "supportive"}),
         ):
-            for frame in self.frames("ask", n, held, used):
+            for frame in self.frames("ask", n if cap is None else min(n, cap), held, used):
                 body = fill(rng.choice(topic["ask"]), slots)
                 queries.append(Query(text=self.query_text("ask", frame, body), principal=principal,
                                      purpose=purpose, intent=self.intent(), scenario="wrong_scope",
@@ -326,10 +335,15 @@ class InstanceBuilder:
         # changed" needs every value: the history scenario.
         rel_before = {"old": "required", "new": "supportive"}
         rel_change = {"old": "required", "new": "required"}
-        if chain:  # "originally" / "before" may mean either superseded value: both are evidence
-            rel_before["older"] = rel_change["older"] = "required"
-        if risky:
-            rel_before["risky"] = rel_change["risky"] = "supportive"
+        if chain:  # the topic's "before" wording names which earlier value it asks for
+            rel_change["older"] = "required"
+            rel_before["older"] = "supportive"
+            if topic["before_means"] == "original":
+                rel_before["old"], rel_before["older"] = "supportive", "required"
+            elif topic["before_means"] == "either":
+                rel_before["older"] = "required"
+        if risky:  # about the change itself: relevant to "how has it changed" only
+            rel_change["risky"] = "supportive"
         for asks, n, scenario, rel in (
             (topic["before"], cfg["queries"]["beneficial"], "superseded", rel_before),
             (topic["change"], cfg["queries"]["history"], "history", rel_change),

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import signal
 import traceback
 from typing import Any, Callable
 
@@ -63,6 +64,25 @@ class Forked:
                 os._exit(code)
         os.close(write_fd)
         self._pid, self._fd = pid, read_fd
+
+    def close(self) -> None:
+        """Stop and reap a child whose result is no longer wanted (the parent failed first); a
+        no-op once ``result()`` has run."""
+        if self._pid is None:
+            return
+        os.close(self._fd)
+        try:
+            os.kill(self._pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        os.waitpid(self._pid, 0)
+        self._pid = None
+
+    def __enter__(self) -> "Forked":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
 
     def result(self) -> Any:
         if self._pid is None:

@@ -186,10 +186,11 @@ class SplitGenerator:
         n = self.cfg["splits"][self.split]["groups"]
         children = component_sequence(self.cfg["seed"], f"data_gen/{self.split}").spawn(n)
         half = n // 2 if workers > 1 and n > 1 else n
-        second = Forked(self._groups, children, range(half, n), inline=half == n)
-        data = self._groups(children, range(half), progress)
+        with Forked(self._groups, children, range(half, n), inline=half == n) as second:
+            data = self._groups(children, range(half), progress)
+            rest = second.result()
         for name in ("memories", "queries", "labels", "triples", "query_meta", "groups"):
-            getattr(data, name).extend(getattr(second.result(), name))
+            getattr(data, name).extend(getattr(rest, name))
         return data
 
     def _groups(self, children: list, indices: range, progress: bool = False) -> SplitData:
@@ -469,6 +470,8 @@ def generate(cfg: dict, progress: bool = False) -> tuple[dict, dict]:
 
                 logging.getLogger(__name__).warning("%s", real_info["note"])
     finally:
+        if real is not None:
+            real.close()  # a no-op after result(); reaps the child when generation failed first
         if was_enabled:
             gc.enable()
     splits["train"].real_candidates = real_rows
@@ -561,14 +564,15 @@ def write_splits(splits: dict, out_dir: Path) -> str:
     jobs = [(out_dir / split / filename, data.rows(filename))
             for split, data in splits.items() for filename in data.files()]
     largest = max(range(len(jobs)), key=lambda i: len(jobs[i][1])) if jobs else None
-    child = None
     if largest is not None and worker_count() > 1:
         jobs[largest][0].parent.mkdir(parents=True, exist_ok=True)  # before the fork: no race
-        child = Forked(_write_jsonl, *jobs.pop(largest))
-    for path, rows in jobs:
-        _write_jsonl(path, rows)
-    if child is not None:
-        child.result()
+        with Forked(_write_jsonl, *jobs.pop(largest)) as child:
+            for path, rows in jobs:
+                _write_jsonl(path, rows)
+            child.result()
+    else:
+        for path, rows in jobs:
+            _write_jsonl(path, rows)
     return data_hash(out_dir)
 
 

@@ -66,18 +66,21 @@ def words_of(text: str) -> frozenset:
 _NOT_NAMES = frozenset(
     "i i'm i've i'd i'll monday tuesday wednesday thursday friday saturday sunday january february "
     "march april may june july august september october november december".split())
-_SENTENCE_END = frozenset(".?!:;\"'(")
+_SENTENCE_END = frozenset(".?!")
+_HONORIFICS = ("Dr.", "Mr.", "Mrs.", "Ms.", "Mx.", "Prof.", "St.")  # a "." that ends no sentence
 
 
 def query_names(query: str, positives: list[dict]) -> list[str]:
     """Capitalised words of the query that also occur in a positive, except sentence-initial
-    words, "I" and weekday / month names (capitalised everywhere, naming nothing of an episode)."""
+    words (after . ? !, but not after an honorific such as "Dr."), "I" and weekday / month names
+    (capitalised everywhere, naming nothing of an episode)."""
     pos_words = set().union(*(words_of(p["text"]) for p in positives)) if positives else set()
     names = set()
     for match in _WORD.finditer(query):
         word = match.group()
         before = query[:match.start()].rstrip()
-        if not word[0].isupper() or not before or before[-1] in _SENTENCE_END:
+        starts_sentence = not before or (before[-1] in _SENTENCE_END and not before.endswith(_HONORIFICS))
+        if not word[0].isupper() or starts_sentence:
             continue
         names.add(_norm(word))
     return sorted((names - _NOT_NAMES) & pos_words)

@@ -21,6 +21,7 @@ from data_gen.generate import (
     Labeller,
     generate,
     generate_from_config,
+    write_splits,
 )
 from data_gen.policy import DEFAULT_POLICY_RULES
 from memgate.admissibility import PolicyRules, and3
@@ -343,9 +344,12 @@ def test_history_questions_have_a_text_visible_negative_and_superseded_has_contr
             if r["scenario"] == "history" and any(_matches_template(t, text) for t in risky_texts):
                 assert r["relevance"] == "supportive" and r["policy"] is False and r["text_visible"] is True
                 seen_risky += 1
-            if r["scenario"] == "superseded" and meta[r["query_id"]]["beneficial"] and r["relevance"] == "required":
-                assert r["lifecycle"] is True and r["scope"] is True and r["policy"] is True
-                seen_control += mems[r["memory_id"]]["lifecycle_state"] in ("superseded", "unknown")
+            if r["scenario"] == "superseded" and meta[r["query_id"]]["beneficial"]:
+                if r["relevance"] == "required":
+                    assert r["lifecycle"] is True and r["scope"] is True and r["policy"] is True
+                    seen_control += mems[r["memory_id"]]["lifecycle_state"] in ("superseded", "unknown")
+                if any(_matches_template(t, text) for t in risky_texts):  # about the change only
+                    assert r["relevance"] == "not_useful"
         hist = [t for t in split.triples if t["scenario"] == "history"]
         assert any(t["text_visible"] and any(_matches_template(x, t["neg_text"]) for x in risky_texts) for t in hist)
     assert seen_risky and seen_control
@@ -430,6 +434,25 @@ def test_forked_workers_write_the_same_bytes_as_one_process(tmp_path, tiny_dir, 
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="the forked workers need os.fork")
+def test_forked_workers_with_real_text_write_the_same_bytes(tmp_path, monkeypatch):
+    """The real-text reading runs in a child too: with it on, two workers and one write the same
+    bytes (real_candidates.jsonl included)."""
+    from memgate.real_data.paths import real_data_available
+
+    if not real_data_available():
+        pytest.skip("the real data is not present")
+    cfg = load_config(TINY)
+    cfg["real_text"]["enabled"] = True
+    digests = {}
+    for workers in ("1", "2"):
+        monkeypatch.setenv("MEMGATE_DATAGEN_WORKERS", workers)
+        splits, _ = generate(cfg)
+        assert splits["train"].real_candidates, "the real text produced no candidate rows"
+        digests[workers] = write_splits(splits, tmp_path / workers)
+    assert digests["1"] == digests["2"]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="the forked workers need os.fork")
 def test_a_failing_forked_worker_raises_with_its_traceback(monkeypatch):
     from data_gen.forked import Forked
 
@@ -440,11 +463,62 @@ def test_a_failing_forked_worker_raises_with_its_traceback(monkeypatch):
         Forked(boom, 7).result()
     assert "in boom" in str(info.value.__cause__)  # the child's traceback
     assert Forked(sum, [1, 2], inline=True).result() == Forked(sum, [1, 2]).result() == 3
+    import time
+
+    def slow(x):
+        time.sleep(30)
+        return x
+
+    waiting = Forked(slow, 1)  # the parent fails first: close() kills and reaps the child
+    pid = waiting._pid
+    waiting.close()
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
     monkeypatch.setenv("MEMGATE_DATAGEN_WORKERS", "3")
     from data_gen.forked import worker_count
 
     with pytest.raises(ValueError, match="MEMGATE_DATAGEN_WORKERS must be 1 or 2"):
         worker_count()
+
+
+def test_before_questions_require_the_value_their_wording_names():
+    """With two earlier values, "what was it originally" requires the oldest, "before I changed
+    it" the one just replaced, and an ambiguous "before" both; "how has it changed" requires all,
+    and only it counts the on-topic risky memory as relevant."""
+    import datetime
+    import random
+
+    from data_gen.build import GroupContext
+    from data_gen.entities import EntitySampler
+
+    cfg = resolve({"memories": {"older_value_share": 1.0, "history_risky_share": 1.0}})
+    expect = {"original": ("older", "old"), "previous": ("old", "older"), "either": (None, None)}
+    for topic in C.SUPERSEDED:
+        rng = random.Random(0)
+        ctx = GroupContext("g", "household", ["Ann", "Bob"], datetime.date(2024, 1, 1), EntitySampler(rng, False), False)
+        inst = InstanceBuilder(cfg, PolicyRules.from_dict(DEFAULT_POLICY_RULES), rng, ctx).build("superseded", topic, False)
+        before = [q.rel for q in inst.queries if q.scenario == "superseded" and q.beneficial]
+        change = [q.rel for q in inst.queries if q.scenario == "history"]
+        assert before and change and all(r == before[0] for r in before)
+        required, other = expect[topic["before_means"]]
+        if required is None:
+            assert before[0]["old"] == before[0]["older"] == "required", topic["id"]
+        else:
+            assert (before[0][required], before[0][other]) == ("required", "supportive"), topic["id"]
+        assert before[0]["new"] == "supportive" and "risky" not in before[0]
+        assert all(r["old"] == r["older"] == r["new"] == "required" and r["risky"] == "supportive" for r in change)
+
+
+def test_every_scenario_can_be_held_out_by_template():
+    """Held-out templates are 4 frames per type: every scenario, including the ones whose
+    questions share a body (wrong_scope's two principals, superseded's three question kinds),
+    still builds instances with them instead of colliding on a repeated text every time."""
+    cfg = load_config(TINY)
+    cfg["splits"] = {"train": {"groups": 1}, "dev": {"groups": 1}, "test": {"groups": 12}}
+    cfg["heldout"].update(entity_group_share=0.0, instance_share=1.0)
+    splits, _ = generate(cfg)
+    held = {m["scenario"] for m in splits["test"].query_meta if "templates" in m["heldout_items"]}
+    assert held == set(SCENARIOS), set(SCENARIOS) - held
 
 
 def test_preview_writes_nothing(tmp_path, capsys):

@@ -337,4 +337,5 @@ def test_query_names_skip_sentence_starts_the_pronoun_and_calendar_words():
     query = "Can you check? Please tell me what I said to Naomi's team about Ember on Sunday in March."
     assert query_names(query, positives) == ["ember", "naomi"]
     assert query_names("Ember: when?", positives) == []  # the first word is never a name
+    assert query_names("What did Dr. Naomi say? Ember is late.", positives) == ["naomi"]  # "Dr." ends no sentence
     assert query_names("When is Ember due?", []) == []  # nothing to share with
