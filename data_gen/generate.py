@@ -187,19 +187,19 @@ class SplitGenerator:
         children = component_sequence(self.cfg["seed"], f"data_gen/{self.split}").spawn(n)
         half = n // 2 if workers > 1 and n > 1 else n
         with Forked(self._groups, children, range(half, n), inline=half == n) as second:
-            data = self._groups(children, range(half), progress)
+            data = self._groups(children, range(half), progress, "" if half == n else f", 1st half of {n}")
             rest = second.result()
         for name in ("memories", "queries", "labels", "triples", "query_meta", "groups"):
             getattr(data, name).extend(getattr(rest, name))
         return data
 
-    def _groups(self, children: list, indices: range, progress: bool = False) -> SplitData:
+    def _groups(self, children: list, indices: range, progress: bool = False, note: str = "") -> SplitData:
         data = SplitData(self.split)
         iterator: Iterable = indices
-        if progress:
+        if progress:  # this process's groups; the forked worker builds the other half silently
             from tqdm import tqdm
 
-            iterator = tqdm(iterator, desc=f"generate {self.split}", unit="group", leave=False)
+            iterator = tqdm(iterator, desc=f"generate {self.split}{note}", unit="group", leave=False)
         for g in iterator:
             self._group(g, _rng_from(children[g]), data)
         return data
