@@ -5,15 +5,18 @@ Generation is pure-Python and CPU-bound, and its pieces are independent once the
 or pickling them, computes its piece and sends the result back through a pipe; the parent merges
 results in a fixed order, so the files are byte-identical to a serial run (tested).
 
-The result travels as a pickle written by our own child process a moment earlier, never read from
-disk. Where ``os.fork`` does not exist, or only one CPU is usable, or ``MEMGATE_DATAGEN_WORKERS=1``,
-everything runs inline in the calling process.
+The result travels in ``marshal`` format (plain data only: dicts, lists, tuples, strings, numbers;
+no pickle, so nothing callable can ride along), written by our own child a moment earlier and never
+read from disk. A child's exception comes back as its class path, arguments and traceback text and
+is raised again with the same class. Where ``os.fork`` does not exist, or only one CPU is usable,
+or ``MEMGATE_DATAGEN_WORKERS=1``, everything runs inline in the calling process.
 """
 
 from __future__ import annotations
 
+import importlib
+import marshal
 import os
-import pickle
 import signal
 import traceback
 from typing import Any, Callable
@@ -49,13 +52,14 @@ class Forked:
             os.close(read_fd)
             code = 0
             try:
-                payload = pickle.dumps((True, fn(*args)), protocol=pickle.HIGHEST_PROTOCOL)
+                payload = marshal.dumps((True, fn(*args)))
             except BaseException as exc:  # noqa: BLE001 - every failure goes back to the parent
                 text = "".join(traceback.format_exception(exc))
+                cls = type(exc)
                 try:
-                    payload = pickle.dumps((False, (exc, text)))
-                except Exception:  # noqa: BLE001 - an exception that does not pickle
-                    payload = pickle.dumps((False, (None, text)))
+                    payload = marshal.dumps((False, (cls.__module__, cls.__qualname__, exc.args, text)))
+                except ValueError:  # arguments that are not plain data
+                    payload = marshal.dumps((False, (cls.__module__, cls.__qualname__, None, text)))
                 code = 1
             try:
                 with os.fdopen(write_fd, "wb") as out:
@@ -93,12 +97,25 @@ class Forked:
         self._pid = None
         if not payload:
             raise RuntimeError(f"a forked data_gen worker died without a result (wait status {status})")
-        ok, value = pickle.loads(payload)
+        ok, value = marshal.loads(payload)
         if not ok:  # the child's own exception (e.g. DataConflict), its traceback chained as the cause
-            exc, text = value
+            module, qualname, exc_args, text = value
             cause = RuntimeError(f"in the forked data_gen worker:\n{text}")
-            if exc is None:
-                raise cause
-            raise exc from cause
+            raise _rebuild(module, qualname, exc_args) or cause from cause
         self._value = value
         return value
+
+
+def _rebuild(module: str, qualname: str, args) -> BaseException | None:
+    """The child's exception, rebuilt from its class path and arguments (None when impossible)."""
+    if args is None:
+        return None
+    try:
+        cls: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            cls = getattr(cls, part)
+        if isinstance(cls, type) and issubclass(cls, BaseException):
+            return cls(*args)
+    except Exception:  # noqa: BLE001 - a class that cannot be found or built: the cause says it all
+        return None
+    return None

@@ -38,6 +38,7 @@ from memgate.seeding import component_sequence
 
 SPLITS = ("train", "dev", "test")
 SPLIT_FILES = ("memories.jsonl", "queries.jsonl", "labels.jsonl", "triples.jsonl", "query_meta.jsonl")
+GROUP_ROWS = ("memories", "queries", "labels", "triples", "query_meta", "groups")  # SplitData row lists
 REAL_CANDIDATES = "real_candidates.jsonl"  # train only (data_gen.real_text); always written
 GENERATOR_VERSION = "2"  # 2: history-risky memories, "before" controls in superseded, scoped past phrasing on
 # Memory kinds that are a scenario negative somewhere (inadmissible in some scenario).
@@ -186,12 +187,17 @@ class SplitGenerator:
         n = self.cfg["splits"][self.split]["groups"]
         children = component_sequence(self.cfg["seed"], f"data_gen/{self.split}").spawn(n)
         half = n // 2 if workers > 1 and n > 1 else n
-        with Forked(self._groups, children, range(half, n), inline=half == n) as second:
+        with Forked(self._group_rows, children, range(half, n), inline=half == n) as second:
             data = self._groups(children, range(half), progress, "" if half == n else f", 1st half of {n}")
             rest = second.result()
-        for name in ("memories", "queries", "labels", "triples", "query_meta", "groups"):
-            getattr(data, name).extend(getattr(rest, name))
+        for name, rows in zip(GROUP_ROWS, rest):
+            getattr(data, name).extend(rows)
         return data
+
+    def _group_rows(self, children: list, indices: range) -> tuple:
+        """The rows of ``indices`` as plain lists (what the forked worker sends back)."""
+        data = self._groups(children, indices)
+        return tuple(getattr(data, name) for name in GROUP_ROWS)
 
     def _groups(self, children: list, indices: range, progress: bool = False, note: str = "") -> SplitData:
         data = SplitData(self.split)
