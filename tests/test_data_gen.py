@@ -462,6 +462,12 @@ def test_a_failing_forked_worker_raises_with_its_traceback(monkeypatch):
     with pytest.raises(KeyError, match="no slot 7") as info:
         Forked(boom, 7).result()
     assert "in boom" in str(info.value.__cause__)  # the child's traceback
+
+    def odd(x):
+        raise ValueError(object())  # arguments that are not plain data: the traceback still comes back
+
+    with pytest.raises(RuntimeError, match="in the forked data_gen worker"):
+        Forked(odd, 1).result()
     assert Forked(sum, [1, 2], inline=True).result() == Forked(sum, [1, 2]).result() == 3
     import time
 
