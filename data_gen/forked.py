@@ -101,7 +101,10 @@ class Forked:
         if not ok:  # the child's own exception (e.g. DataConflict), its traceback chained as the cause
             module, qualname, exc_args, text = value
             cause = RuntimeError(f"in the forked data_gen worker:\n{text}")
-            raise _rebuild(module, qualname, exc_args) or cause from cause
+            rebuilt = _rebuild(module, qualname, exc_args)
+            if rebuilt is None:
+                raise cause
+            raise rebuilt from cause
         self._value = value
         return value
 
