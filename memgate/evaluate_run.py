@@ -353,10 +353,16 @@ def ensure_eval_data(checkpoint: Path, data_dir: Path) -> None:
             "data_config", "configs/data/default.yaml")
         log.info("%s missing: regenerating from %s", data_dir, config_path)
         generate(REPO_ROOT / config_path, Path(data_dir))
-    actual = read_meta(data_dir).get("data_hash")
+    meta = read_meta(data_dir)
+    actual = meta.get("data_hash")
     if expected is not None and actual != expected:
+        real_text = meta.get("real_text") or {}
+        why = ""
+        if real_text.get("enabled") and not real_text.get("available"):
+            why = (" (this data was generated without the real data: ../shared/data or MEMGATE_DATA was "
+                   "not found, so it lacks the GateMem real-phrasing triples the gate trained on)")
         raise ValueError(
-            f"data hash mismatch: {data_dir} has {actual} but {checkpoint} was trained on {expected}; "
+            f"data hash mismatch: {data_dir} has {actual} but {checkpoint} was trained on {expected}{why}; "
             "regenerate the data with the checkpoint's data config or pass --data"
         )
 

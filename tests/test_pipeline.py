@@ -87,6 +87,28 @@ def test_evaluating_the_export_reproduces_its_headline(trained):
         assert (tmp / "report" / name).exists(), name
 
 
+def test_evaluation_refuses_data_the_gate_did_not_train_on(trained, tmp_path, monkeypatch):
+    import yaml
+
+    from memgate.evaluate_run import ensure_eval_data
+
+    tmp, summary = trained
+    export = Path(summary["export_dir"])
+    ensure_eval_data(export, tmp / "data")  # its own data passes
+    generate(REPO_ROOT / "configs/data/tiny.yaml", tmp_path / "other_seed", seed=1)
+    with pytest.raises(ValueError, match="data hash mismatch") as plain:
+        ensure_eval_data(export, tmp_path / "other_seed")
+    assert "without the real data" not in str(plain.value)
+    # Real text asked for but not found: the error names the likely cause.
+    monkeypatch.delenv("MEMGATE_DATA", raising=False)
+    config = yaml.safe_load((REPO_ROOT / "configs/data/tiny.yaml").read_text())
+    config["real_text"] = {"enabled": True, "real_data_root": str(tmp_path / "nowhere")}
+    (tmp_path / "no_real.yaml").write_text(yaml.safe_dump(config))
+    generate(tmp_path / "no_real.yaml", tmp_path / "no_real", seed=1)
+    with pytest.raises(ValueError, match="without the real data"):
+        ensure_eval_data(export, tmp_path / "no_real")
+
+
 def test_kleene_gate_never_exposes_a_metadata_visible_violation(trained):
     """With clean metadata the Kleene gate cannot expose an item whose violated axis the
     route-visible metadata reveals (a structural control)."""
