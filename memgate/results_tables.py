@@ -61,9 +61,16 @@ def tables(report_dir: Path) -> str:
                 f"{k} {_cell(v)}" for k, v in d.items() if isinstance(v, dict) and "value" in v))
         cubic = transfer.get("cubic_check")
         if cubic:
-            out.append(f"Cubic check: {json.dumps({k: v for k, v in cubic.items() if k != 'folds'})}")
+            out.append(cubic_line(cubic))
         out.append("")
     return "\n".join(out)
+
+
+def cubic_line(cubic: dict) -> str:
+    """One sentence for the cubic check: does suppression add to a smooth function of the cosine?"""
+    return (f"Cubic check ({cubic['n_folds']}-fold, {cubic['model_a']} vs {cubic['model_b']}): "
+            f"AUC {cubic['auc_a']:.3f} -> {cubic['auc_b']:.3f}, Δ AUC {_cell(cubic['delta_auc'])}, "
+            f"Δ log-loss {_cell(cubic['delta_logloss'])}; credit: {'yes' if cubic['credit'] else 'no'}.")
 
 
 def main(argv=None) -> int:

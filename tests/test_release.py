@@ -49,3 +49,14 @@ def test_release_loads_strictly_with_its_encoder():
     assert gate.config.dim == identity["dim"]
     headline = json.loads((RELEASE / "headline.json").read_text())
     assert {"pref_acc_gated", "pref_acc_reference", "routes"} <= set(headline)
+
+
+def test_readme_tables_print_from_the_released_report():
+    from memgate.results_tables import tables
+
+    metrics = json.loads((REPORT / "metrics.json").read_text())
+    cubic = metrics["transfer"]["gatemem"]["cubic_check"]
+    text = tables(REPORT)
+    assert "| `learned_gate_namespace` |" in text
+    assert f"AUC {cubic['auc_a']:.3f} -> {cubic['auc_b']:.3f}" in text
+    assert f"credit: {'yes' if cubic['credit'] else 'no'}." in text
