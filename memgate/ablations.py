@@ -229,6 +229,7 @@ def summarize(results: dict[str, list[dict]]) -> dict:
     table = {}
     for name, runs in results.items():
         table[name] = {"data_hash": sorted({str(r.get("data_hash"))[:8] for r in runs}),
+                       "seeds": sorted(r["seed"] for r in runs),
                        "group_ci": {str(r["seed"]): r["ci"] for r in sorted(runs, key=lambda r: r["seed"])
                                     if r.get("ci")}}
         for key in SUMMARY_KEYS:
@@ -246,9 +247,9 @@ def write_outputs(table: dict) -> None:
     hashes = sorted({h for row in table.values() for h in row.get("data_hash", [])})
     lines = ["# Ablations", "", "Mean over training seeds [min, max]. Training and synthetic test data: "
              f"data_hash {', '.join(hashes) or 'unknown'}.", "",
-             "| row | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
+             "| row | seeds | " + " | ".join(keys) + " |", "|---" * (len(keys) + 2) + "|"]
     for name, row in table.items():
-        cells = []
+        cells = [",".join(str(seed) for seed in row["seeds"])]
         for key in keys:
             cell = row.get(key)
             cells.append("—" if cell is None else f"{cell['mean']:.3f} [{cell['min']:.3f}, {cell['max']:.3f}]")

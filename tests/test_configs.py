@@ -114,7 +114,7 @@ def test_ablation_table_is_rebuilt_from_finished_rows_only(tmp_path: Path, monke
     assert list(table) == ["baseline", "q_only"]  # a small-grid call keeps the full grid's finished rows
     assert table["baseline"]["pref_acc_gated"] == {"mean": 0.55, "min": 0.5, "max": 0.6, "n_seeds": 2}
     markdown = (tmp_path / "ablations.md").read_text()
-    assert "| `baseline` |" in markdown
+    assert "| `baseline` | 0,1 | 0.550 [0.500, 0.600] |" in markdown  # the seeds behind each mean
     assert "| `baseline` | 1 | [0.100, 1.200] |" in markdown  # the per-seed group CI table
 
 
