@@ -39,6 +39,19 @@ def test_cache_prevents_a_second_encode(tmp_path):
     assert second._model is None  # the model was never even loaded
 
 
+def test_the_cache_never_serves_vectors_embedded_under_other_settings(tmp_path):
+    """Unnormalised or differently truncated vectors are other vectors (for MiniLM, whose pipeline
+    ends in its own Normalize layer, only truncation changes them): a warm cache of the default
+    settings must not answer for either."""
+    texts = ["gamma memory text that is long enough to be cut at four tokens"]
+    Encoder(EncoderConfig(cache_dir=str(tmp_path))).encode(texts, progress=False)
+    raw = Encoder(EncoderConfig(cache_dir=str(tmp_path), normalize=False))
+    short = Encoder(EncoderConfig(cache_dir=str(tmp_path), max_seq_length=4))
+    raw.encode(texts, progress=False)
+    short.encode(texts, progress=False)
+    assert raw.encoded_count == 1 and short.encoded_count == 1
+
+
 def test_identity_names_model_revision_and_dim(encoder):
     identity = encoder.identity
     assert identity["id"] == BUNDLED_MODEL
