@@ -109,6 +109,10 @@ def test_ablation_table_is_rebuilt_from_finished_rows_only(tmp_path: Path, monke
     assert ablations.finished_row("no_product", rows["no_product"]["overrides"], 0) is None
     assert ablations.finished_row("baseline", rows["baseline"]["overrides"], 2) is None
     assert ablations.finished_row("baseline", rows["baseline"]["overrides"], 3) is None
+    # These rows have no real-data figures (as after --no-real): a run that evaluates real data
+    # reruns them, while the table keeps them.
+    assert ablations.finished_row("baseline", rows["baseline"]["overrides"], 0) is not None
+    assert ablations.finished_row("baseline", rows["baseline"]["overrides"], 0, need_real=True) is None
     ablations.main(["--only", "baseline,no_product", "--seeds", "0,1,2", "--table-only"])
     table = json.loads((tmp_path / "ablations.json").read_text())
     assert list(table) == ["baseline", "q_only"]  # a small-grid call keeps the full grid's finished rows
