@@ -87,15 +87,18 @@ def _recorded_data_hash(done: dict, row_dir: Path, name: str, seed: int) -> str 
     return None
 
 
-def finished_row(name: str, overrides: list[str], seed: int) -> dict | None:
+def finished_row(name: str, overrides: list[str], seed: int, need_real: bool = False) -> dict | None:
     """The stored results of a (row, seed) whose config hash and data hash still match, else None
-    (a regenerated data directory makes every row stale, as a changed overlay does); a stale row
-    is logged with the reason."""
+    (a regenerated data directory makes every row stale, as a changed overlay does; with
+    ``need_real``, so does a row run with ``--no-real``); a stale row is logged with the reason."""
     row_dir = OUT_DIR / name / f"seed{seed}"
     path = row_dir / "results.json"
     if not path.exists():
         return None
     done = json.loads(path.read_text())
+    if need_real and "locomo_recall_required@20" not in done.get("figures", {}):
+        log.info("%s seed %d is stale: it ran without the real data (--no-real)", name, seed)
+        return None
     config = row_config(name, overrides, seed, row_dir)
     if done.get("config_hash") != config_hash(config):
         log.info("%s seed %d is stale: its config changed since it ran", name, seed)
@@ -183,7 +186,7 @@ def run_row(name: str, overrides: list[str], seed: int, real: bool) -> dict:
     config = row_config(name, overrides, seed, row_dir)
     digest = config_hash(config)
     result_path = row_dir / "results.json"
-    done = finished_row(name, overrides, seed)
+    done = finished_row(name, overrides, seed, need_real=real)
     if done is not None:
         log.info("skip %s seed %d (results exist, config and data hashes match)", name, seed)
         return done

@@ -161,6 +161,16 @@ class Encoder:
     def key(self) -> str:
         return encoder_key(encoder_identity(self.config))
 
+    @property
+    def cache_key(self) -> str:
+        """The embedding cache's key: the encoder key, plus the settings that change the vectors
+        (normalisation, truncation) when they differ from the defaults, so a run with other
+        settings never reads vectors embedded under these."""
+        default = EncoderConfig()
+        if (self.config.normalize, self.config.max_seq_length) == (default.normalize, default.max_seq_length):
+            return self.key
+        return f"{self.key}-normalize{int(self.config.normalize)}-len{self.config.max_seq_length}"
+
     def encode(self, texts: Sequence[str], progress: bool = True, desc: str = "embed") -> np.ndarray:
         """Embed ``texts`` (duplicates are embedded once); returns (n, d) float32."""
         if isinstance(texts, str):
@@ -170,7 +180,7 @@ class Encoder:
                 raise TypeError(f"texts[{i}] must be a string, got {type(t).__name__}")
         hashes = [text_hash(t) for t in texts]
         unique: dict[str, str] = dict(zip(hashes, texts))
-        vectors = self._cache.get_many(self.key, list(unique)) if self._cache else {}
+        vectors = self._cache.get_many(self.cache_key, list(unique)) if self._cache else {}
         missing = [h for h in unique if h not in vectors]
         if missing:
             encoded = self.model.encode(
@@ -185,7 +195,7 @@ class Encoder:
             new = dict(zip(missing, encoded))
             self.encoded_count += len(missing)
             if self._cache is not None:
-                self._cache.put_many(self.key, new)
+                self._cache.put_many(self.cache_key, new)
             vectors.update(new)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)

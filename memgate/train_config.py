@@ -149,6 +149,18 @@ class TrainConfig:
                 "loss.kind=listwise clashes with data.group_negatives=false: the listwise loss "
                 "needs all negatives of a (query, m+) example; set data.group_negatives=true"
             )
+        if self.data.shuffle_labels and self.data.group_negatives:
+            raise ConfigError(
+                "data.shuffle_labels=true clashes with data.group_negatives=true: the permutation swaps "
+                "m+ with one m- and the other negatives would still carry the true labels"
+            )
+        if self.data.max_negatives < 1:
+            raise ConfigError(f"data.max_negatives must be >= 1, got {self.data.max_negatives!r}")
+        if self.selection.metric != "dev_pref_acc_gated":
+            raise ConfigError(
+                "selection.metric must be 'dev_pref_acc_gated' (the one selection metric implemented: "
+                f"preference accuracy on synthetic dev), got {self.selection.metric!r}"
+            )
         if self.trainer.logger not in ("csv", "wandb", "none"):
             raise ConfigError(f"trainer.logger must be csv, wandb or none, got {self.trainer.logger!r}")
         if self.optim.batch_size < 1:
@@ -160,6 +172,8 @@ class TrainConfig:
         for key in ("weight_decay", "grad_clip", "warmup_steps"):
             if getattr(self.optim, key) < 0:
                 raise ConfigError(f"optim.{key} must be >= 0, got {getattr(self.optim, key)!r}")
+        if self.optim.max_steps == 0 or self.optim.max_steps < -1:
+            raise ConfigError(f"optim.max_steps must be -1 (train max_epochs) or >= 1, got {self.optim.max_steps!r}")
         if self.optim.max_steps <= 0 and self.optim.max_epochs < 1:
             raise ConfigError(f"optim.max_epochs must be >= 1 (or set optim.max_steps), got {self.optim.max_epochs!r}")
         if self.trainer.precision not in PRECISIONS:

