@@ -34,6 +34,8 @@ def main(argv=None) -> int:
     config = load_config(TrainConfig, resolve_path(args.config), args.overrides)
     guard = locomo_guard_for(config)
     summary = train(config, argv=sys.argv, guard=guard, out_dir=args.out)
+    if summary.get("export_dir") is None:  # a DDP worker (rank > 0): rank 0 exports and reports
+        return 0
     print(json.dumps({k: summary[k] for k in ("export_dir", "seconds", "steps", "selection")},
                      indent=2, default=str))
     return 0
