@@ -65,6 +65,13 @@ def test_export_has_the_contract_files(trained):
     assert info["train_triples_hash"] == triples_hash(rows) and len(info["train_triples_hash"]) == 64
 
 
+def test_fit_throughput_counts_every_triple_of_every_epoch(trained):
+    """20 epochs over ungrouped triples: the fit consumed 20 x the training triples."""
+    _, summary = trained
+    consumed = summary["fit_triples_per_s"] * summary["seconds"]["train"]
+    assert consumed == pytest.approx(20 * summary["train_examples"], rel=1e-9)
+
+
 def test_training_beats_the_reference_on_test_triples(trained):
     _, summary = trained
     headline = summary["headline"]
