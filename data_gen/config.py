@@ -89,6 +89,9 @@ DEFAULT_CONFIG: dict[str, Any] = {
         "real_data_root": None,  # None: MEMGATE_DATA, else data/real in the repository
         "max_positives": 16,  # include-matched turns kept per checkpoint (seeded sample)
         "negatives_per_positive": 1,  # mined triples per (query, m+) and relation
+        # benign lists for ranking preservation: "probe" (positives of the episode's checkpoints)
+        # or "wide" (every non-protected own-episode turn up to as_of; an ablation row)
+        "benign_lists": "probe",
     },
     # Real phrasing for the four risk categories (issue 15, data_gen.real_phrasing): every source
     # off by default; switch one on with real_phrasing.sources.<name>: true.
@@ -193,6 +196,9 @@ def validate(cfg: dict) -> dict:
     if cfg["real_text"]["source"] != "gatemem":
         raise ConfigError(f"config key 'real_text.source': only 'gatemem' is supported, got "
                           f"{cfg['real_text']['source']!r}")
+    if cfg["real_text"]["benign_lists"] not in ("probe", "wide"):
+        raise ConfigError("config key 'real_text.benign_lists' must be 'probe' or 'wide', got "
+                          f"{cfg['real_text']['benign_lists']!r}")
     _count(cfg, "real_text.max_positives", 1)
     _count(cfg, "real_text.negatives_per_positive", 1)
     from data_gen.real_phrasing import validate as validate_real_phrasing

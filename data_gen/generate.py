@@ -490,11 +490,12 @@ def generate(cfg: dict, progress: bool = False) -> tuple[dict, dict]:
             real.close()  # a no-op after result(); reaps the child when generation failed first
         if was_enabled:
             gc.enable()
-    splits["train"].real_candidates = real_rows
     if real_rows:
         from data_gen.real_text import benign_lists
 
-        splits["train"].benign_lists = benign_lists(real_rows)
+        splits["train"].benign_lists = benign_lists(real_rows, cfg["real_text"]["benign_lists"])
+    # the wide definition's per-row history builds the lists only: the candidates file never holds it
+    splits["train"].real_candidates = [{k: v for k, v in row.items() if k != "history"} for row in real_rows]
     splits["train"].real_info = real_info
     return splits, heldout_description()
 

@@ -42,7 +42,15 @@ the rows alone (nothing new is read or embedded)::
 minus the row's protected turns (by id and by text), one item per distinct text, sorted by memory
 id; lists with fewer than two items are left out (a one-item list has no ranking). Every item is
 therefore a generator-episode GateMem turn admissible for some query of its own organisation: a
-benign list on which the gate should keep the cosine's ranking.
+benign list on which the gate should keep the cosine's ranking. This is ``real_text.benign_lists:
+probe`` (the default: the definition of the probe that motivated the term).
+
+``real_text.benign_lists: wide`` (an ablation row, ``configs/ablations/wide_lists.yaml``) takes
+instead every turn of the checkpoint's own episode up to its ``as_of_turn_id`` that is not one of
+its protected turns (by id and by text), whether or not any checkpoint matched it: the memory a
+deployed store would hold for that query, minus what the query must not see. The rows then carry
+that ``history`` while lists are built; ``real_candidates.jsonl`` never holds it (the candidates,
+and so the mined triples, are the same under both definitions).
 
 When the real data is absent (no ``SHA256SUMS`` under the real-data root), generation proceeds
 without real text: no candidates, no benign lists, ``real_splits`` null and a note in meta.json
@@ -61,6 +69,7 @@ RELATIONS = ("other_domain", "other_episode")
 SCENARIO_OF = {"other_domain": "real_cross_domain", "other_episode": "real_wrong_scope"}
 CANDIDATES_FILE = "real_candidates.jsonl"
 BENIGN_LISTS_FILE = "benign_lists.jsonl"
+LIST_DEFINITIONS = ("probe", "wide")  # real_text.benign_lists
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9'-]*")
 
 
@@ -111,6 +120,9 @@ def check_real_text(cfg: dict) -> None:
     spec = cfg["real_text"]
     if spec["source"] != SOURCE:
         raise ValueError(f"config key 'real_text.source': only 'gatemem' is supported, got {spec['source']!r}")
+    if spec["benign_lists"] not in LIST_DEFINITIONS:
+        raise ValueError(f"config key 'real_text.benign_lists' must be one of {list(LIST_DEFINITIONS)}, "
+                         f"got {spec['benign_lists']!r}")
 
 
 def _sample(rng, items: list, k: int) -> list:
@@ -157,6 +169,7 @@ def build_real_candidates(cfg: dict, root: Optional[Path] = None) -> tuple[list[
             "positives": _sample(rng, r["positives"], spec["max_positives"]),
             "protected": list(r["protected"]),
             "query_names": query_names(r["query_text"], r["positives"]),
+            **({"history": r["history"]} if spec["benign_lists"] == "wide" else {}),
         })
     out.sort(key=lambda row: row["query_id"])
     pools = candidate_pools(out)
@@ -213,8 +226,13 @@ def candidate_pools(rows: list[dict]) -> dict:
     return pools
 
 
-def benign_lists(rows: list[dict]) -> list[dict]:
-    """The benign candidate lists of the candidate ``rows`` (see the module doc), by query id."""
+def benign_lists(rows: list[dict], definition: str = "probe") -> list[dict]:
+    """The benign candidate lists of the candidate ``rows`` (see the module doc), by query id:
+    ``definition`` "probe" (positives of the episode's checkpoints) or "wide" (the row's own
+    ``history``: every non-protected own-episode turn up to its as_of)."""
+    if definition not in LIST_DEFINITIONS:
+        raise ValueError(f"config key 'real_text.benign_lists' must be one of {list(LIST_DEFINITIONS)}, "
+                         f"got {definition!r}")
     by_episode: dict = {}
     for row in rows:
         items = by_episode.setdefault(row["group_id"], {})
@@ -224,9 +242,16 @@ def benign_lists(rows: list[dict]) -> list[dict]:
     for row in sorted(rows, key=lambda r: r["query_id"]):
         protected_ids = {t["memory_id"] for t in row["protected"]}
         protected_texts = {t["text"] for t in row["protected"]}
+        if definition == "wide":
+            if "history" not in row:
+                raise ValueError(f"benign_lists(definition='wide'): row {row['query_id']} has no 'history' "
+                                 "(built without real_text.benign_lists: wide)")
+            pool = {t["memory_id"]: t["text"] for t in row["history"]}
+        else:
+            pool = by_episode[row["group_id"]]
         seen: set = set()
         items = []
-        for mid, text in sorted(by_episode[row["group_id"]].items()):
+        for mid, text in sorted(pool.items()):
             if mid in protected_ids or text in protected_texts or text in seen:
                 continue
             seen.add(text)

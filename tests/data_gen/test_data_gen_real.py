@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from data_gen.config import resolve
+from data_gen.config import ConfigError, resolve
 from data_gen.generate import SPLITS, data_hash, run
 from data_gen.mine import _cos_lookup, mine, mine_real
 from data_gen.real_text import (
@@ -388,3 +388,30 @@ def test_query_names_skip_sentence_starts_the_pronoun_and_calendar_words():
     assert query_names("Ember: when?", positives) == []  # the first word is never a name
     assert query_names("What did Dr. Naomi say? Ember is late.", positives) == ["naomi"]  # "Dr." ends no sentence
     assert query_names("When is Ember due?", []) == []  # nothing to share with
+
+
+def test_wide_benign_lists_hold_own_history_up_to_as_of(real_root):
+    """The wide definition (an ablation row): every item is a non-protected turn of the list's own
+    generator episode up to the checkpoint's as_of; the lists are longer than the probe's; the
+    candidates file never holds the history; a probe row cannot build a wide list."""
+    from memgate.datasets.real.io_guard import forbid_report_parts
+
+    cfg = resolve({"real_text": {"enabled": True, "real_data_root": str(real_root), "benign_lists": "wide"}})
+    with forbid_report_parts():
+        rows, _info = build_real_candidates(cfg, real_root)
+    wide, probe = benign_lists(rows, "wide"), benign_lists(rows)
+    by_query = {row["query_id"]: row for row in rows}
+    for lst in wide:
+        row = by_query[lst["query_id"]]
+        history = {t["memory_id"]: t["text"] for t in row["history"]}
+        assert {i["memory_id"] for i in lst["items"]} <= set(history)
+        assert all(mid.startswith(row["group_id"] + ":") for mid in history)
+        assert not {i["memory_id"] for i in lst["items"]} & {t["memory_id"] for t in row["protected"]}
+        assert not {i["text"] for i in lst["items"]} & {t["text"] for t in row["protected"]}
+    assert np.median([len(x["items"]) for x in wide]) > np.median([len(x["items"]) for x in probe])
+    with pytest.raises(ValueError, match="history"):
+        benign_lists([{k: v for k, v in row.items() if k != "history"} for row in rows], "wide")
+    with pytest.raises(ValueError, match="real_text.benign_lists"):
+        benign_lists(rows, "everything")
+    with pytest.raises(ConfigError, match="real_text.benign_lists"):
+        resolve({"real_text": {"benign_lists": "all"}})

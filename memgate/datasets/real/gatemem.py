@@ -487,6 +487,7 @@ def generator_turn_pairs(root: Path | None = None, episodes: Sequence[str] | Non
          "attack_type", "asker_role", "query_text",
          "positives":    [{"memory_id", "text"}],  # include-matched turns up to as_of, not protected
          "protected":    [{"memory_id", "text"}],  # leak_targets / not_include matches up to as_of
+         "history":      [{"memory_id", "text"}],  # every own-episode turn up to as_of, not protected
          "other_domain": [{"memory_id", "text", "domain"}]}  # n_other_domain turns sampled from
                                                              # generator episodes of other domains
 
@@ -517,6 +518,7 @@ def generator_turn_pairs(root: Path | None = None, episodes: Sequence[str] | Non
         for ckpt in ep.checkpoints:
             cl = checkpoint_labels(ep, ckpt, matcher)
             positives = sorted({i for g in cl.anchor_groups for i in g})
+            protected = set(cl.protected)
             picks = (rng.choice(len(other), size=min(n_other_domain, len(other)), replace=False)
                      if other and n_other_domain > 0 else [])
             out.append({
@@ -534,6 +536,9 @@ def generator_turn_pairs(root: Path | None = None, episodes: Sequence[str] | Non
                 "protected": [{"memory_id": ep.memory_id(i),
                                "text": gatemem_memory_text(ep.turns[i], prefix_role)}
                               for i in cl.protected],
+                "history": [{"memory_id": ep.memory_id(i),
+                             "text": gatemem_memory_text(ep.turns[i], prefix_role)}
+                            for i in range(cl.as_of_index + 1) if i not in protected],
                 "other_domain": [{"memory_id": other[j][0], "text": other[j][1],
                                   "domain": other[j][2]} for j in sorted(int(x) for x in picks)],
             })
