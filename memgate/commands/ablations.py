@@ -33,7 +33,7 @@ from memgate.train.selection import selection_guards_for
 
 ABLATIONS_DIR = REPO_ROOT / "configs" / "ablations"
 OUT_DIR = REPO_ROOT / "reports" / "ablations"
-SUMMARY_KEYS = ("selected_step", "best_trained_dev_acc", "trained_points_passing_guard",
+SUMMARY_KEYS = ("selected_step", "selected_dev_acc", "best_trained_dev_acc", "trained_points_passing_guard",
                 "pref_acc_gated", "pref_acc_gated_hard", "pref_acc_gated_heldout", "top5_inadmissible_tv",
                 "recall_required@20", "mrr_required", "l_rc@20", "locomo_recall_required@20",
                 "gatemem_transfer_auc", "gatemem_baseline_auc", "parameters", "train_seconds")
@@ -117,6 +117,9 @@ def finished_row(name: str, overrides: list[str], seed: int, need_real: bool = F
     if trained_on is not None and trained_on != current_triples_hash(config):
         log.info("%s seed %d is stale: its training triples changed (re-mined?) since it ran", name, seed)
         return None
+    exported = row_dir / f"{name}-seed{seed}" / "config.json"
+    if "selected_dev_acc" not in done["figures"] and exported.exists():  # rows run before the key
+        done["figures"] = {**selection_figures(json.loads(exported.read_text())["export"]), **done["figures"]}
     return dict(done, data_hash=ran_on)
 
 
@@ -156,8 +159,12 @@ def selection_figures(export: dict) -> dict:
     step, the best dev accuracy of a trained (step > 0) validation point, and how many trained
     points passed the real-data guard."""
     trained = [h for h in export.get("selection_history", []) if h.get("step", 0) > 0]
+    selected = export.get("selection") or {}
     return {
-        "selected_step": (export.get("selection") or {}).get("step"),
+        "selected_step": selected.get("step"),
+        # what the selection rule maximised (synthetic dev, under the guards): the figure to compare
+        # configurations by without reading a test or report figure
+        "selected_dev_acc": selected.get("dev_pref_acc_gated"),
         "best_trained_dev_acc": max((h["dev_pref_acc_gated"] for h in trained), default=None),
         "trained_points_passing_guard": sum(1 for h in trained if (h.get("guard") or {}).get("passed")),
     }
