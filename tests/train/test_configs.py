@@ -152,5 +152,6 @@ def test_selection_figures_read_the_selection_history():
     history = [{"step": 0, "dev_pref_acc_gated": 0.47, "guard": {"passed": True}},
                {"step": 45, "dev_pref_acc_gated": 0.49, "guard": {"passed": True}},
                {"step": 90, "dev_pref_acc_gated": 0.62, "guard": {"passed": False}}]
-    figures = selection_figures({"selection": {"step": 45}, "selection_history": history})
-    assert figures == {"selected_step": 45, "best_trained_dev_acc": 0.62, "trained_points_passing_guard": 1}
+    figures = selection_figures({"selection": {"step": 45, "dev_pref_acc_gated": 0.49}, "selection_history": history})
+    assert figures == {"selected_step": 45, "selected_dev_acc": 0.49, "best_trained_dev_acc": 0.62,
+                       "trained_points_passing_guard": 1}
