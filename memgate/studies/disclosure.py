@@ -37,7 +37,7 @@ import numpy as np
 import yaml
 
 from memgate.contract.config import resolve_path
-from memgate.contract.records import write_jsonl
+from memgate.contract.jsonl import write_jsonl
 from memgate.datasets.real.gatemem import protected_patterns, read_gatemem
 from memgate.datasets.real.paths import real_data_root
 from memgate.eval.engine import build_real_source, encoder_for_gate, prepare
