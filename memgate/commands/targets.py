@@ -39,7 +39,8 @@ from memgate.datasets.synthetic import load_split
 from memgate.eval.bootstrap import paired_bootstrap_ci
 from memgate.eval.engine import encoder_for_gate, prepare
 from memgate.eval.headline import inadmissible_tv_targets
-from memgate.eval.transfer import paired_auc_difference, rank_auc, transfer_pairs
+from memgate.eval.metrics import rank_auc
+from memgate.eval.transfer import paired_auc_difference, transfer_pairs
 from memgate.model.gate import MemGate, MemGateConfig
 
 SYNTHETIC_KEYS = ("top5_inadmissible_tv", "recall_required@5", "recall_required@20",

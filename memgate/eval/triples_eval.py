@@ -19,7 +19,7 @@ from memgate.contract.progress import progress
 from memgate.datasets.user_triples import TripleSet, load_triples
 from memgate.eval.bootstrap import group_bootstrap_many, paired_bootstrap_ci
 from memgate.eval.engine import encoder_for_gate
-from memgate.eval.transfer import rank_auc
+from memgate.eval.metrics import rank_auc
 from memgate.model.gate import MemGate
 
 

@@ -39,6 +39,7 @@ from memgate.datasets.synthetic import load_split, read_meta
 from memgate.eval.calibration import Calibration, calibrate_threshold
 from memgate.eval.engine import breakdowns, prepare
 from memgate.eval.evaluation import PreparedSource, run_source, summarize_route
+from memgate.eval.metrics import average_precision, ece, roc_auc
 from memgate.model.scoring import rank_by_score
 from memgate.studies.verifiers.base import Verifier
 from memgate.studies.verifiers.factory import build_verifier, load_config
@@ -209,53 +210,6 @@ def calibrate_verifier(pairs: ScoredPairs, data_hash: Optional[str], max_anchor_
 
 
 # --------------------------------------------------------------------------- figures
-
-def _average_ranks(s: np.ndarray) -> np.ndarray:
-    """1-based ranks with ties sharing their average rank."""
-    _, inverse, counts = np.unique(s, return_inverse=True, return_counts=True)
-    ends = np.cumsum(counts)
-    return (ends - (counts - 1) / 2.0)[inverse]
-
-
-def roc_auc(y: np.ndarray, s: np.ndarray) -> Optional[float]:
-    """Mann-Whitney AUC with average ranks for ties (None with one class)."""
-    y = np.asarray(y, dtype=bool)
-    n1, n0 = int(y.sum()), int((~y).sum())
-    if n1 == 0 or n0 == 0:
-        return None
-    ranks = _average_ranks(np.asarray(s, dtype=np.float64))
-    return float((ranks[y].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
-
-
-def average_precision(y: np.ndarray, s: np.ndarray) -> Optional[float]:
-    """PR-AUC as average precision (sklearn's definition: one step per distinct score)."""
-    y = np.asarray(y, dtype=bool)
-    if y.sum() == 0:
-        return None
-    s = np.asarray(s, dtype=np.float64)
-    order = np.argsort(-s, kind="stable")
-    s_sorted, y_sorted = s[order], y[order]
-    last = np.r_[s_sorted[1:] != s_sorted[:-1], True]
-    tp = np.cumsum(y_sorted)[last]
-    fp = np.cumsum(~y_sorted)[last]
-    recall = tp / y.sum()
-    precision = tp / (tp + fp)
-    return float(np.sum(np.diff(np.r_[0.0, recall]) * precision))
-
-
-def ece(y: np.ndarray, p: np.ndarray, bins: int = 10) -> Optional[float]:
-    """Expected calibration error of p(inadmissible) with ``bins`` equal-width bins."""
-    if len(y) == 0:
-        return None
-    y = np.asarray(y, dtype=float)
-    idx = np.minimum((p * bins).astype(int), bins - 1)
-    total = 0.0
-    for b in range(bins):
-        sel = idx == b
-        if sel.any():
-            total += sel.mean() * abs(p[sel].mean() - y[sel].mean())
-    return float(total)
-
 
 def score_figures(pairs: ScoredPairs, threshold: float, unknown_threshold: Optional[float]) -> dict:
     """Classification figures of p(inadmissible) on pairs with a known label."""
