@@ -34,6 +34,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from memgate.contract import markdown as md
 from memgate.contract.sources import EvalSource, RouteView
 from memgate.datasets.synthetic import load_split, read_meta
 from memgate.eval.calibration import Calibration, calibrate_threshold
@@ -420,7 +421,7 @@ def write_verifier_report(path, block: dict, timing: dict) -> None:
         "## Per backend (test subsample; p(inadmissible) on pairs with a known label)", "",
         "| backend | model | AUC (all) | PR-AUC (all) | AUC (in scope) | Brier | ECE-10 | prompt tokens / query "
         "| completion tokens / query | USD / query | s / query (uncached) |",
-        "|---" * 11 + "|",
+        md.rule(11),
     ]
     measured = {b: f for b, f in block["backends"].items() if f.get("status") == "measured"}
     for backend, fig in block["backends"].items():
@@ -439,7 +440,7 @@ def write_verifier_report(path, block: dict, timing: dict) -> None:
         lines += ["", "Decisions at the thresholds calibrated on dev (test subsample; a violation is a "
                   "pair with a = False, an anchor a required memory):", "",
                   "| backend | rule | threshold | violation precision | violation recall | anchor false-deny "
-                  "| pairs dropped |", "|---" * 7 + "|"]
+                  "| pairs dropped |", md.rule(7)]
         for backend, fig in measured.items():
             cal = fig["calibration"]
             t = cal["p_inadmissible"]["threshold"]
@@ -458,20 +459,17 @@ def write_verifier_report(path, block: dict, timing: dict) -> None:
     keys = ("recall_required@20", "feasible_rate@20", "l_rc@20", "violation_any@20", "exposure_scope@20",
             "exposure_policy@20", "exposure_lifecycle@20")
     lines += ["", "## Routes on the same subsample (K = 20, τ = 0.8)", "",
-              "| route | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
-    for route, m in block.get("routes", {}).items():
-        lines.append(f"| `{route}` | " + " | ".join(_cell(m.get(k)) for k in keys) + " |")
+              *md.table(["route", *keys], ([f"`{route}`", *(_cell(m.get(k)) for k in keys)]
+                                            for route, m in block.get("routes", {}).items()))]
     if block.get("skipped"):
         lines += [""] + [f"- `{r}` skipped: {why}" for r, why in block["skipped"].items()]
     lines += ["", "## Visibility grid (l_rc@20)", ""]
     cells = sorted(block.get("visibility", {}))
     if cells:
         routes = list(block.get("routes", {}))
-        lines += ["| route | " + " | ".join(c.split("=", 1)[1] for c in cells) + " |",
-                  "|---" * (len(cells) + 1) + "|"]
-        for route in routes:
-            lines.append(f"| `{route}` | " + " | ".join(
-                _cell(block["visibility"][c].get(route, {}).get("l_rc@20")) for c in cells) + " |")
+        lines += md.table(["route", *(c.split("=", 1)[1] for c in cells)],
+                          ([f"`{route}`", *(_cell(block["visibility"][c].get(route, {}).get("l_rc@20"))
+                                            for c in cells)] for route in routes))
     from pathlib import Path
 
     Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
