@@ -58,14 +58,14 @@ from data_gen.real_phrasing import mine_phrasing
 from data_gen.real_phrasing import read_candidates as read_phrasing_candidates
 from data_gen.real_text import RELATIONS, SCENARIO_OF, candidate_pools, text_visible
 from memgate.contract.admissibility import and3
+from memgate.contract.jsonl import read_jsonl
 from memgate.contract.progress import progress
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def _read(path: Path) -> list[dict]:
-    with path.open(encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
+    return read_jsonl(path)
 
 
 def load_encoder(model: Optional[str], batch_size: int = 64):

@@ -41,6 +41,8 @@ from typing import Optional
 
 import numpy as np
 
+from memgate.contract.jsonl import read_jsonl
+
 PHRASING_CANDIDATES = "phrasing_candidates.jsonl"
 SOURCES = ("phrasing_cross_domain", "phrasing_sycophancy", "phrasing_tool_drift", "phrasing_jailbreak")
 DEFAULTS = {
@@ -109,8 +111,7 @@ def read_candidates(data_dir: Path) -> list[dict]:
     path = Path(data_dir) / "train" / PHRASING_CANDIDATES
     if not path.exists():
         return []
-    with path.open(encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
+    return read_jsonl(path)
 
 
 def candidate_texts(rows: list[dict]) -> set:

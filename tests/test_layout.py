@@ -195,3 +195,29 @@ def test_the_public_api_resolves_and_is_documented():
     api = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
     table = dict(re.findall(r"^\| `(\w+)` \| `([\w.]+)` \|", api, re.M))
     assert table == memgate.EXPORTS
+
+
+MAX_LINES = 600  # docs/design.md: small readable modules, one concern per file
+
+
+def long_files(root: Path, limit: int = MAX_LINES) -> list[str]:
+    """Source files under ``root/memgate`` and ``root/data_gen`` longer than ``limit`` lines."""
+    out = []
+    for package in ("memgate", "data_gen"):
+        for path in sorted((root / package).rglob("*.py")):
+            n = len(path.read_text(encoding="utf-8").splitlines())
+            if n > limit:
+                out.append(f"{path.relative_to(root)}: {n} lines (split it by concern; the limit is {limit})")
+    return out
+
+
+def test_no_source_file_is_over_600_lines():
+    found = long_files(ROOT)
+    assert not found, "\n".join(found)
+
+
+def test_the_length_check_names_the_file(tmp_path):
+    _write(tmp_path, "memgate/ok.py", "x = 1\n" * MAX_LINES)
+    _write(tmp_path, "data_gen/long.py", "x = 1\n" * (MAX_LINES + 1))
+    assert long_files(tmp_path) == [
+        f"data_gen/long.py: {MAX_LINES + 1} lines (split it by concern; the limit is {MAX_LINES})"]

@@ -23,6 +23,7 @@ from typing import Any, Optional, Union
 
 from memgate.actions import ACTION_ORDER, ActionPolicy, Preset, compare, decide_actions, load_policy
 from memgate.actions.suite import EXPECTED_RESULTS_PATH, Suite, load_suite
+from memgate.contract import markdown as md
 
 SETTLED_SWEEP = (0.5, 0.6, 0.65, 0.7, 0.75, 0.8)
 SHIFT_SWEEP = (-0.2, -0.15, -0.1, -0.05, 0.0, 0.05, 0.1)
@@ -154,10 +155,6 @@ _LIMITS = (
 )
 
 
-def _row(*cells: object) -> str:
-    return "| " + " | ".join(str(c) for c in cells) + " |"
-
-
 def render_markdown(results: dict) -> str:
     suite = results["suite"]
     lines = [
@@ -173,12 +170,12 @@ def render_markdown(results: dict) -> str:
         "False certainty = an action strictly more permissive than expected; "
         "overblock = strictly less.",
         "",
-        _row("preset", "correct / total", "false certainty", "overblocks"),
-        "|---|---|---|---|",
+        md.row("preset", "correct / total", "false certainty", "overblocks"),
+        md.rule(4),
     ]
     for name, r in results["presets"].items():
         lines.append(
-            _row(
+            md.row(
                 f"`{name}`", f"{r['correct']} / {r['total']}", r["false_certainty"], r["overblocks"]
             )
         )
@@ -200,12 +197,12 @@ def render_markdown(results: dict) -> str:
             lines.append("None.")
             continue
         lines.append(
-            _row("memory", "scenario", "expected", "policy", "kind", "binding rules", "rationale")
+            md.row("memory", "scenario", "expected", "policy", "kind", "binding rules", "rationale")
         )
-        lines.append("|---|---|---|---|---|---|---|")
+        lines.append(md.rule(7))
         for d in bad:
             lines.append(
-                _row(
+                md.row(
                     d["memory_id"],
                     d["scenario"],
                     f"`{d['expected']}`",
@@ -225,7 +222,7 @@ def render_markdown(results: dict) -> str:
             "(clipped to [0, 1]). See `tradeoff.png`."
         ),
         "",
-        _row(
+        md.row(
             "family",
             "value",
             "correct / total",
@@ -233,12 +230,12 @@ def render_markdown(results: dict) -> str:
             "overblocks",
             "false-certain ids",
         ),
-        "|---|---|---|---|---|---|",
+        md.rule(6),
     ]
     for row in results["sweep"]:
         value = f"{row['value']:+g}" if row["family"].endswith("shift") else f"{row['value']:g}"
         lines.append(
-            _row(
+            md.row(
                 row["family"],
                 value,
                 f"{row['correct']} / {row['total']}",

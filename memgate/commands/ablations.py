@@ -24,6 +24,7 @@ import numpy as np
 import yaml
 
 from memgate.commands.evaluate import evaluate
+from memgate.contract import markdown as md
 from memgate.contract.config import REPO_ROOT, config_hash, load_config, resolve_path
 from memgate.eval.headline import HEADLINE_ROUTES
 from memgate.eval.report.style import MARKERS, label_of, legend_outside, merge_identical
@@ -255,20 +256,20 @@ def write_outputs(table: dict) -> None:
     hashes = sorted({h for row in table.values() for h in row.get("data_hash", [])})
     lines = ["# Ablations", "", "Mean over training seeds [min, max]. Training and synthetic test data: "
              f"data_hash {', '.join(hashes) or 'unknown'}.", "",
-             "| row | seeds | " + " | ".join(keys) + " |", "|---" * (len(keys) + 2) + "|"]
+             md.row("row", "seeds", *keys), md.rule(len(keys) + 2)]
     for name, row in table.items():
         cells = [",".join(str(seed) for seed in row["seeds"])]
         for key in keys:
             cell = row.get(key)
             cells.append("—" if cell is None else f"{cell['mean']:.3f} [{cell['min']:.3f}, {cell['max']:.3f}]")
-        lines.append(f"| `{name}` | " + " | ".join(cells) + " |")
+        lines.append(md.row(f"`{name}`", *cells))
     lines += ["", "95 % group-bootstrap CIs per training seed (test groups, LoCoMo conversations, GateMem "
               "episodes; 1,000 replicates):", "",
-              "| row | seed | " + " | ".join(CI_KEYS) + " |", "|---" * (len(CI_KEYS) + 2) + "|"]
+              md.row("row", "seed", *CI_KEYS), md.rule(len(CI_KEYS) + 2)]
     for name, row in table.items():
         for seed, cis in row.get("group_ci", {}).items():
             cells = ["—" if key not in cis else f"[{cis[key][0]:.3f}, {cis[key][1]:.3f}]" for key in CI_KEYS]
-            lines.append(f"| `{name}` | {seed} | " + " | ".join(cells) + " |")
+            lines.append(md.row(f"`{name}`", seed, *cells))
     (OUT_DIR / "ablations.md").write_text("\n".join(lines) + "\n")
     import matplotlib
 

@@ -26,8 +26,8 @@ import torch
 
 from memgate.contract.config import REPO_ROOT, resolve_path
 from memgate.contract.defaults import RERANK_DEPTH
+from memgate.contract.jsonl import write_jsonl
 from memgate.contract.progress import set_quiet
-from memgate.contract.records import write_jsonl
 from memgate.datasets.cases import load_cases
 from memgate.datasets.datagen import generate
 from memgate.datasets.synthetic import load_split, read_meta

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from memgate.contract.config import resolve_path
+from memgate.contract.jsonl import parse_jsonl
 from memgate.contract.seeding import seed_everything
 from memgate.contract.triples import read_triples
 from memgate.datasets.real.gatemem import build_gatemem_source
@@ -38,7 +39,8 @@ from memgate.datasets.synthetic import load_split
 from memgate.eval.bootstrap import paired_bootstrap_ci
 from memgate.eval.engine import encoder_for_gate, prepare
 from memgate.eval.headline import inadmissible_tv_targets
-from memgate.eval.transfer import paired_auc_difference, rank_auc, transfer_pairs
+from memgate.eval.metrics import rank_auc
+from memgate.eval.transfer import paired_auc_difference, transfer_pairs
 from memgate.model.gate import MemGate, MemGateConfig
 
 SYNTHETIC_KEYS = ("top5_inadmissible_tv", "recall_required@5", "recall_required@20",
@@ -48,7 +50,7 @@ SYNTHETIC_KEYS = ("top5_inadmissible_tv", "recall_required@5", "recall_required@
 def _rows(report_dir: Path) -> list[dict]:
     plain, packed = report_dir / "routes.jsonl", report_dir / "routes.jsonl.gz"
     text = plain.read_text() if plain.exists() else gzip.decompress(packed.read_bytes()).decode()
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+    return parse_jsonl(text, str(plain if plain.exists() else packed))
 
 
 def _value(metrics: dict, source: str, route: str, key: str):

@@ -7,10 +7,9 @@ On disk a split directory holds ``memories.jsonl`` and ``queries.jsonl`` (what r
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Optional, Type, TypeVar
+from typing import Any, Iterable, Optional, Type, TypeVar
 
 from memgate.contract.admissibility import (
     INTENTS,
@@ -26,13 +25,14 @@ from memgate.contract.admissibility import (
     lifecycle_value,
     scope_value,
 )
+from memgate.contract.jsonl import (
+    RecordError,
+    iter_jsonl,
+    write_jsonl,  # noqa: F401  (its home before memgate.contract.jsonl)
+)
 
 ROUTE_VISIBLE_FILES = ("memories.jsonl", "queries.jsonl")
 SCORER_ONLY_FILES = ("labels.jsonl",)
-
-
-class RecordError(ValueError):
-    """A malformed record; the message names the file, line and field."""
 
 
 def _require(raw: dict, name: str, kinds: tuple, where: str, optional: bool = False) -> Any:
@@ -295,33 +295,9 @@ def route_verdict(memory: MemoryRecord, context: QueryContext, rules: PolicyRule
 R = TypeVar("R", MemoryRecord, QueryContext, PairLabel)
 
 
-def iter_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
-    """Yield (line number, object); blank lines are skipped; bad JSON names the line."""
-    path = Path(path)
-    with path.open(encoding="utf-8") as handle:
-        for lineno, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                yield lineno, json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise RecordError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from None
-
-
 def read_records(path: Path, kind: Type[R]) -> list[R]:
     records = []
     for lineno, raw in iter_jsonl(path):
         records.append(kind.from_dict(raw, where=f"{path}:{lineno}"))
     return records
 
-
-def write_jsonl(path: Path, rows: Iterable[dict]) -> int:
-    """Write rows as sorted-key JSON lines (byte-stable for the same rows); return the count."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    count = 0
-    with path.open("w", encoding="utf-8") as handle:
-        for row in rows:
-            handle.write(json.dumps(row, sort_keys=True, ensure_ascii=False) + "\n")
-            count += 1
-    return count

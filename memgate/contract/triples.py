@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memgate.contract.records import iter_jsonl
+from memgate.contract.jsonl import iter_jsonl
 
 
 def read_triples(path: Path, text_visible_only: bool) -> list[dict]:

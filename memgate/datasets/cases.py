@@ -40,7 +40,8 @@ from memgate.contract.admissibility import (
     check_tristate,
     lifecycle_value,
 )
-from memgate.contract.records import MemoryRecord, PairLabel, QueryContext, RecordError, iter_jsonl
+from memgate.contract.jsonl import RecordError, iter_jsonl
+from memgate.contract.records import MemoryRecord, PairLabel, QueryContext
 from memgate.contract.sources import EvalSource
 
 PURPOSES = ("content_disclosure", "operation_trace")

@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 
 from memgate.contract.admissibility import PolicyRules
-from memgate.contract.records import MemoryRecord, PairLabel, QueryContext, iter_jsonl, read_records
+from memgate.contract.jsonl import iter_jsonl
+from memgate.contract.records import MemoryRecord, PairLabel, QueryContext, read_records
 from memgate.contract.sources import EvalSource
 
 

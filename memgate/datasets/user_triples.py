@@ -22,7 +22,7 @@ from typing import Iterable, Optional
 
 import numpy as np
 
-from memgate.contract.records import iter_jsonl
+from memgate.contract.jsonl import iter_jsonl
 
 SCHEMA_PATH = Path(__file__).with_name("schemas") / "triples.schema.json"
 ROLES = ("query", "pos", "neg")

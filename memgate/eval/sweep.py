@@ -36,6 +36,7 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
+from memgate.contract import markdown as md
 from memgate.contract.sources import EvalSource
 from memgate.eval.corruption import CHANNELS, RATES, corrupt_source, corruption_rng, corruption_tag, field_of
 from memgate.eval.evaluation import EvalSettings, PreparedSource
@@ -392,16 +393,15 @@ def sweep_report_lines(sweep: dict) -> list[str]:
     for source, result in sweep.get("sources", {}).items():
         channels = list(result["channels"])
         lines += [f"### {source}", ""]
-        lines.append("| route | clean L_RC@20 | " + " | ".join(f"`{c}`" for c in channels) + " |")
-        lines.append("|---" * (len(channels) + 2) + "|")
+        lines.append(md.row("route", "clean L_RC@20", *(f"`{c}`" for c in channels)))
+        lines.append(md.rule(len(channels) + 2))
         for route in result["routes"]:
             clean = result["clean_l_rc@20"].get(route)
             cells = []
             for c in channels:
                 entry = result["channels"][c]["routes"].get(route)
                 cells.append(_cell(entry[SUMMARY_KEY] if entry else None, entry is not None))
-            lines.append(f"| `{route}` | {'—' if clean is None else f'{clean:.3f}'} | "
-                         + " | ".join(cells) + " |")
+            lines.append(md.row(f"`{route}`", "—" if clean is None else f"{clean:.3f}", *cells))
         base = ", ".join(f"`{r}` {v:.3f}" for r, v in result["clean_l_rc@20"].items()
                          if r in BASELINE_OF_FIELD.values() and v is not None)
         lines += ["", f"Clean baselines: {base}."]

@@ -32,31 +32,15 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from memgate.eval.metrics import rank_auc
+
 DEFAULT_N_BOOT = 10_000
 DEFAULT_SEED = 0
 _BLOCK_CELLS = 4_000_000  # replicate-block size x tie groups, bounds memory (~32 MB per array)
 
 
 # --------------------------------------------------------------------------- AUC
-
-
-def rank_auc(scores: np.ndarray, labels: np.ndarray, weights: np.ndarray | None = None) -> float:
-    """P(score of a positive > score of a negative) + 1/2 P(tie), optionally row-weighted.
-
-    ``labels`` are 1/True for positives, 0/False for negatives. NaN when a class is empty.
-    """
-    scores = np.asarray(scores, dtype=float)
-    y = np.asarray(labels).astype(bool)
-    w = np.ones_like(scores) if weights is None else np.asarray(weights, dtype=float)
-    _, inv = np.unique(scores, return_inverse=True)
-    n_groups = int(inv.max()) + 1 if inv.size else 0
-    pos = np.bincount(inv, weights=w * y, minlength=n_groups)
-    neg = np.bincount(inv, weights=w * ~y, minlength=n_groups)
-    total = pos.sum() * neg.sum()
-    if total <= 0:
-        return float("nan")
-    below = np.cumsum(neg) - neg
-    return float((pos * (below + 0.5 * neg)).sum() / total)
+# (one score's AUC: memgate.eval.metrics.rank_auc)
 
 
 class _EpisodeAUC:

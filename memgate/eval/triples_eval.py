@@ -15,11 +15,12 @@ from typing import Optional
 import numpy as np
 import torch
 
+from memgate.contract import markdown as md
 from memgate.contract.progress import progress
 from memgate.datasets.user_triples import TripleSet, load_triples
 from memgate.eval.bootstrap import group_bootstrap_many, paired_bootstrap_ci
 from memgate.eval.engine import encoder_for_gate
-from memgate.eval.transfer import rank_auc
+from memgate.eval.metrics import rank_auc
 from memgate.model.gate import MemGate
 
 
@@ -106,12 +107,13 @@ def write_triples_report(path: Path, metrics: dict, plot: Optional[Path]) -> Non
     lines = [f"# Preference triples: {metrics['triples']}", "",
              f"Gate `{metrics['checkpoint']}`; 95% group-bootstrap CIs ({metrics['n_boot']} replicates, "
              f"seed {metrics['seed']}; the unit is the triple's `group`). Reference = plain cosine.", "",
-             "| slice | triples | groups | pref acc (gated) | pref acc (reference) | gated - reference |",
-             "|---|---:|---:|---|---|---|"]
+             md.row("slice", "triples", "groups", "pref acc (gated)", "pref acc (reference)",
+                    "gated - reference"),
+             md.rule(["---", "---:", "---:", "---", "---", "---"])]
     rows = [("**all**", metrics["overall"])] + list(metrics["by_category"].items())
     for name, m in rows:
-        lines.append(f"| {name} | {m['n']} | {m['groups']} | {_fmt(m['pref_acc_gated'])} | "
-                     f"{_fmt(m['pref_acc_reference'])} | {_fmt(m['diff_gated_minus_reference'])} |")
+        lines.append(md.row(name, m["n"], m["groups"], _fmt(m["pref_acc_gated"]),
+                            _fmt(m["pref_acc_reference"]), _fmt(m["diff_gated_minus_reference"])))
     lines += ["", f"Suppression AUC (`S_ref - S` ranks neg above pos, {auc['pairs']} pairs): "
               f"gate {auc['gate']:.3f} vs `1 - cos` {auc['one_minus_cos']:.3f}.", ""]
     if metrics.get("skipped_text_visible_false"):

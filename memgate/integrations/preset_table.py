@@ -5,6 +5,7 @@ an everyday memory (current, no risk level, no source type), computed by
 from __future__ import annotations
 
 from memgate import actions
+from memgate.contract import markdown as md
 
 STATES = (None, "verified", "summary", "inference", "unresolved", "contested")
 
@@ -12,9 +13,9 @@ STATES = (None, "verified", "summary", "inference", "unresolved", "contested")
 def preset_table() -> str:
     policy = actions.load_policy()
     query = actions.ActionQuery(intent="current_state")
-    head = "| preset | missing risk counts as | " + " | ".join(
-        "no status (untagged)" if s is None else f"`{s}`" for s in STATES) + " |"
-    lines = [head, "|" + "---|" * (len(STATES) + 2)]
+    head = md.row("preset", "missing risk counts as",
+                  *("no status (untagged)" if s is None else f"`{s}`" for s in STATES))
+    lines = [head, md.rule(len(STATES) + 2)]
     for name, preset in policy.presets.items():
         cells = []
         for state in STATES:
@@ -24,9 +25,8 @@ def preset_table() -> str:
                           "evidence_strength": strength}
                 pair.append(actions.decide_action(memory, query, name, policy).action)
             cells.append(f"{pair[0]} / {pair[1]}")
-        lines.append(f"| `{name}` | {preset.missing_risk} | " + " | ".join(cells) + " |")
+        lines.append(md.row(f"`{name}`", preset.missing_risk, *cells))
     return "\n".join(lines)
-
 
 
 __all__ = ["STATES", "preset_table"]

@@ -9,6 +9,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Optional
 
+from memgate.contract import markdown as md
 from memgate.contract.config import REPO_ROOT
 from memgate.model.gate import MemGate
 
@@ -119,8 +120,9 @@ def selection_history_lines(export_info: dict) -> list[str]:
         f"Ranking preservation on benign lists: weight {lists.get('weight')}, {lists.get('lists')} lists, "
         f"active: {lists.get('active')}.",
         "",
-        "| step | epoch | dev pref (gated) | dev pref (ref) | LoCoMo drop [95% CI] | GateMem AUC / 1-cos | passed | selected |",
-        "|---:|---:|---:|---:|---|---|---|---|",
+        md.row("step", "epoch", "dev pref (gated)", "dev pref (ref)", "LoCoMo drop [95% CI]",
+               "GateMem AUC / 1-cos", "passed", "selected"),
+        md.rule(["---:"] * 4 + ["---"] * 4),
     ]
     for e in history:
         guard = e.get("guard") or {}
@@ -131,7 +133,7 @@ def selection_history_lines(export_info: dict) -> list[str]:
         drop = "—" if not lc else f"{_fmt(lc.get('drop'))} [{_fmt(ci[0])}, {_fmt(ci[1])}]"
         auc = "—" if not gm else f"{_fmt(gm.get('suppression_auc'), 3)} / {_fmt(gm.get('one_minus_cos_auc'), 3)}"
         passed = "—" if not guard else ("yes" if guard.get("passed") else "no")
-        lines.append(f"| {e.get('step')} | {e.get('epoch')} | {_fmt(e.get('dev_pref_acc_gated'))} | "
-                     f"{_fmt(e.get('dev_pref_acc_reference'))} | {drop} | {auc} | {passed} | "
-                     f"{'**yes**' if e.get('selected') else ''} |")
+        lines.append(md.row(e.get("step"), e.get("epoch"), _fmt(e.get("dev_pref_acc_gated")),
+                            _fmt(e.get("dev_pref_acc_reference")), drop, auc, passed,
+                            "**yes**" if e.get("selected") else ""))
     return lines + [""]

@@ -38,26 +38,40 @@ opened (re-keyed points, counters rebuilt from the data, duplicate slots reassig
 same journal; a newer format is refused.
 
 The write semantics (CAS, supersession, review flags, forget, suppression) are
-:class:`memgate.retriever.semantics.RecordSemantics`, shared with ``EmbeddedStore``.
+:class:`memgate.retriever.semantics.RecordSemantics`, shared with ``EmbeddedStore``; the
+journaled write is :mod:`memgate.retriever.qdrant_journal`, the point ids and payloads
+:mod:`memgate.retriever.qdrant_points`, the local-mode path lock :mod:`memgate.retriever.qdrant_local`.
 """
 
 from __future__ import annotations
 
 import atexit
-import json
 import os
 import threading
-import uuid
 import warnings
 import weakref
-from collections.abc import Callable, Iterable, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Optional
 
 import numpy as np
 
 from memgate.retriever.audit import AuditLog, utc_now
+from memgate.retriever.qdrant_journal import QdrantJournal
+from memgate.retriever.qdrant_local import PathLock
+from memgate.retriever.qdrant_local import is_local as _is_local
+from memgate.retriever.qdrant_points import (
+    _RECORDS,
+    API_KEY_ENV,
+    OLDER_FORMATS,
+    QDRANT_FORMAT,
+    VECTOR_NAME,
+    QdrantClient,
+    _key,
+    _to_memory,
+    point_id,
+    qm,
+)
 from memgate.retriever.schema import AmbiguousMemoryError, Memory, UnknownMemoryError
 from memgate.retriever.semantics import (
     ENCODER_KEYS,
@@ -67,29 +81,9 @@ from memgate.retriever.semantics import (
     index_entry,
     normalize_identity,
 )
-from memgate.retriever.store import _format_error
+from memgate.retriever.store_protocol import format_error as _format_error
 from memgate.retriever.support import check_k, readable_namespace_list
 from memgate.retriever.suppression import Suppressed, new_key
-
-try:  # POSIX only
-    import fcntl
-except ImportError:  # pragma: no cover
-    fcntl = None
-
-try:  # optional dependency
-    from qdrant_client import QdrantClient
-    from qdrant_client import models as qm
-except ImportError:  # pragma: no cover - exercised only without qdrant-client
-    QdrantClient = None
-    qm = None
-
-QDRANT_FORMAT = "memgate-qdrant/2"
-OLDER_FORMATS = ("memgate-qdrant/1",)
-VECTOR_NAME = "dense"
-API_KEY_ENV = "QDRANT_API_KEY"
-_ID_NS = uuid.UUID("5b1c8f0e-6d0a-4b7e-9a57-6d656d676174")
-_META_ID = str(uuid.uuid5(_ID_NS, "\x00memgate-meta"))
-
 
 # Stores whose client this module opened. qdrant-client closes a client in ``__del__``, which at
 # interpreter exit runs after the import machinery is gone and prints a traceback; closing the
@@ -103,23 +97,7 @@ def _close_open_stores() -> None:
         store.close()
 
 
-def point_id(memory_id: str, namespace: Optional[str] = None) -> str:
-    """The Qdrant point id of the record ``(namespace, memory_id)`` (a UUID derived from both);
-    without ``namespace``, the format-1 id (``uuid5(memory_id)``), kept for migration."""
-    if namespace is None:
-        return str(uuid.uuid5(_ID_NS, memory_id))
-    return str(uuid.uuid5(_ID_NS, _key(namespace, memory_id)))
-
-
-def _key(namespace: str, memory_id: str) -> str:
-    return json.dumps([namespace, memory_id], ensure_ascii=False)  # injective, unlike a join
-
-
-def _suppressed_id(e: Suppressed) -> str:
-    return str(uuid.uuid5(_ID_NS, json.dumps(["\x00suppressed", e.namespace, e.digest, e.memory_id])))
-
-
-class QdrantStore(RecordSemantics):
+class QdrantStore(RecordSemantics, QdrantJournal):
     """Records and vectors in one Qdrant collection.
 
     ``QdrantStore(collection, encoder_identity, path=...)`` opens local mode on disk (no server),
@@ -261,129 +239,6 @@ class QdrantStore(RecordSemantics):
         db = getattr(getattr(local, "storage", None), "storage", None)
         if db is not None:
             db.execute("PRAGMA secure_delete=ON")
-
-    # -- the journaled write ------------------------------------------------------------------
-
-    @contextmanager
-    def _write(self):
-        """Stage a write (validated against current points), then commit it through the journal."""
-        with self._lock:
-            self._recover()
-            meta = self._meta()
-            self._pending = {}
-            self._sup_put: dict[tuple, Suppressed] = {}
-            self._sup_del: dict[tuple, Suppressed] = {}
-            self._dead_slots: list[int] = []
-            self._events: list[dict] = []
-            self._counters = dict(meta)
-            try:
-                yield
-                self._commit(self._journal())
-                for slot in self._dead_slots:  # replaced or forgotten vectors
-                    self._mirror_set(slot, None)
-                for memory, slot, vector, _ in self._pending.values():
-                    if vector is not None:
-                        self._mirror_set(slot, vector)
-            finally:
-                self._pending = None
-            if self.audit is not None and self._events:
-                self.audit.append_many(self._events)
-
-    def _journal(self) -> dict:
-        """The staged write as JSON: deletions, points (record, tombstone, suppression), counters."""
-        deletes, points = [], []
-        for (namespace, memory_id), (memory, slot, vector, parents) in self._pending.items():
-            pid = point_id(memory_id, namespace)
-            if memory.forgotten:
-                deletes.append(pid)  # the old point (vector + payload) goes before its tombstone
-            payload = memory.to_dict()
-            payload.update(_seq=self._counters["seq"], _slot=slot, _parents=list(parents))
-            points.append({"id": pid, "payload": payload,
-                           "vector": {} if vector is None else {VECTOR_NAME: np.asarray(vector).tolist()}})
-        deletes += [_suppressed_id(e) for e in self._sup_del.values()]
-        points += [{"id": _suppressed_id(e), "payload": {"_suppressed": e.to_dict()}, "vector": {}}
-                   for e in self._sup_put.values()]
-        return {"deletes": deletes, "points": points, "meta": self._counters}
-
-    def _commit(self, journal: dict) -> None:
-        meta = self._meta()
-        self._put_meta(meta, journal)  # (1) one single-point write: the redo journal
-        self._hook("after_journal")
-        self._apply(journal)
-
-    def _apply(self, journal: dict) -> None:
-        """(2) apply a journaled write, (3) clear the journal; idempotent (replayed on open)."""
-        ops = []
-        if journal["deletes"]:
-            ops.append(qm.DeleteOperation(delete=qm.PointIdsList(points=journal["deletes"])))
-        if journal["points"]:
-            ops.append(qm.UpsertOperation(upsert=qm.PointsList(points=[
-                qm.PointStruct(id=p["id"], vector=p["vector"], payload=p["payload"])
-                for p in journal["points"]])))
-        if ops:
-            self.client.batch_update_points(self.collection, ops, wait=True)
-        self._hook("after_points")
-        self._put_meta(journal["meta"])
-
-    def _recover(self) -> None:
-        """Apply a journal a killed writer left behind (its write becomes complete)."""
-        raw = self._meta_point()
-        if raw is not None and raw.payload.get("_journal") is not None:
-            self._apply(raw.payload["_journal"])
-
-    def _meta_point(self):
-        got = self.client.retrieve(self.collection, [_META_ID], with_payload=True)
-        return got[0] if got else None
-
-    def _put_meta(self, counters: Mapping, journal: Optional[dict] = None) -> None:
-        payload: dict = {"_meta": dict(counters)}
-        if journal is not None:
-            payload["_journal"] = journal
-        self.client.upsert(self.collection, [qm.PointStruct(id=_META_ID, vector={}, payload=payload)],
-                           wait=True)
-
-    def _meta(self) -> dict:
-        return dict(self._meta_point().payload["_meta"])
-
-    def _bump(self, key: str) -> int:
-        self._counters[key] = int(self._counters[key]) + 1
-        return self._counters[key]
-
-    def _migrate(self, fmt: str, metadata: dict) -> None:
-        """Format 1 -> 2: re-key every record by (namespace, id), resolve derivation links,
-        rebuild the counters from the data (a torn format-1 batch left them behind) and give
-        each record that shared a slot a fresh one; one journaled write."""
-        meta = self._meta()
-        records = [p for p in self._scroll(None, True, [VECTOR_NAME]) if "memory_id" in (p.payload or {})]
-        ns_of = {p.payload["memory_id"]: p.payload["namespace"] for p in records}
-        seq = max([int(meta.get("seq", 0))] + [int(p.payload.get("_seq") or 0) for p in records])
-        next_slot = max([int(meta.get("next_slot", 0))] + [int(p.payload["_slot"]) + 1 for p in records
-                                                           if p.payload.get("_slot") is not None])
-        taken: set = set()
-        deletes, points = [], []
-        for p in sorted(records, key=lambda p: (int(p.payload.get("_seq") or 0), p.payload["memory_id"])):
-            payload = dict(p.payload)
-            slot = payload.get("_slot")
-            if slot is not None and slot in taken:
-                slot, next_slot = next_slot, next_slot + 1
-            if slot is not None:
-                taken.add(slot)
-            payload["_slot"] = slot
-            payload["_parents"] = [_key(ns_of[d], d) for d in payload.get("derived_from") or () if d in ns_of]
-            new_id = point_id(payload["memory_id"], payload["namespace"])
-            if str(p.id) != new_id:
-                deletes.append(str(p.id))
-            vector = (p.vector or {}).get(VECTOR_NAME)
-            points.append({"id": new_id, "payload": payload,
-                           "vector": {} if vector is None else {VECTOR_NAME: list(vector)}})
-        counters = {"seq": seq, "next_slot": next_slot,
-                    "suppression_key": meta.get("suppression_key") or new_key()}
-        self._commit({"deletes": deletes, "points": points, "meta": counters})
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            self._index_fields()
-        self.client.update_collection(self.collection, metadata={
-            "format": QDRANT_FORMAT, "encoder": metadata["encoder"], "migrated_from": fmt})
 
     # -- staging ------------------------------------------------------------------------------
 
@@ -686,48 +541,6 @@ class QdrantStore(RecordSemantics):
                 problems.append(f"{name}: slot {slot} is shared with {owner[slot]}")
             owner[slot] = name
         return problems
-
-
-_RECORDS = None  # set lazily (qdrant models may be missing)
-if qm is not None:
-    _RECORDS = qm.Filter(must=[qm.IsEmptyCondition(is_empty=qm.PayloadField(key="_meta")),
-                               qm.IsEmptyCondition(is_empty=qm.PayloadField(key="_suppressed"))])
-
-
-class PathLock:
-    """An exclusive lock on ``<path>/memgate.lock`` (``flock``), taken without waiting: another
-    process holding the path is a ``RuntimeError`` (local mode admits one process per path)."""
-
-    def __init__(self, path: Path):
-        path.mkdir(parents=True, exist_ok=True)
-        self._fd: Optional[int] = os.open(path / "memgate.lock", os.O_RDWR | os.O_CREAT, 0o644)
-        if fcntl is None:  # pragma: no cover - no flock on this platform: qdrant-client's lock only
-            return
-        try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(self._fd)
-            self._fd = None
-            raise RuntimeError(f"Storage folder {path} is already accessed by another QdrantStore "
-                               "(local mode admits one process per path; use a Qdrant server to "
-                               "share a store)") from None
-
-    def release(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)  # (closing the descriptor releases the flock)
-            self._fd = None
-
-    __del__ = release  # a store dropped without close() frees the path, as qdrant-client's does
-
-
-def _to_memory(payload: Mapping) -> Memory:
-    raw = {k: v for k, v in payload.items() if not k.startswith("_")}
-    return Memory.from_dict(raw)
-
-
-def _is_local(client: Any) -> bool:
-    inner = getattr(client, "_client", None)
-    return type(inner).__name__ == "QdrantLocal"
 
 
 __all__ = ["API_KEY_ENV", "OLDER_FORMATS", "QDRANT_FORMAT", "VECTOR_NAME", "QdrantStore", "point_id"]

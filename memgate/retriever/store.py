@@ -22,6 +22,9 @@ from any other encoder.
 
 Format ``memgate-store/2`` (scoped ids, suppression list). A format-1 store (memgate before
 scoped ids) is migrated in place, in one transaction, when opened; a newer format is refused.
+
+The protocol lives in :mod:`memgate.retriever.store_protocol`, the on-disk layout (file names,
+schema, migration, ``verify``) in :mod:`memgate.retriever.store_layout`; both are re-exported here.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import zlib
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Optional, Protocol, runtime_checkable
+from typing import Any, Optional
 
 import numpy as np
 
@@ -49,6 +52,20 @@ from memgate.retriever.semantics import (
     index_entry,
     normalize_identity,
 )
+from memgate.retriever.store_layout import (
+    _COLUMNS,
+    _MIGRATE_1_TO_2,
+    _ROW_FIELDS,
+    _SCHEMA,
+    AUDIT_FILE,
+    DB_FILE,
+    OLDER_FORMATS,
+    STORE_FORMAT,
+    VECTOR_FILE,
+    StoreIntegrity,
+)
+from memgate.retriever.store_protocol import MemoryStore
+from memgate.retriever.store_protocol import format_error as _format_error
 from memgate.retriever.support import (
     SupportIndex,
     check_k,
@@ -59,144 +76,8 @@ from memgate.retriever.support import (
 )
 from memgate.retriever.suppression import Suppressed, new_key
 
-STORE_FORMAT = "memgate-store/2"
-OLDER_FORMATS = ("memgate-store/1",)
-DB_FILE = "store.sqlite"
-VECTOR_FILE = "vectors.f32"
-AUDIT_FILE = "audit.jsonl"
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS records (
-    namespace TEXT NOT NULL,
-    memory_id TEXT NOT NULL,
-    text TEXT,
-    slot INTEGER UNIQUE,
-    vec_crc INTEGER,
-    revision INTEGER NOT NULL,
-    seq INTEGER NOT NULL,
-    lifecycle_state TEXT NOT NULL,
-    data TEXT NOT NULL,
-    PRIMARY KEY (namespace, memory_id)
-);
-CREATE INDEX IF NOT EXISTS records_seq ON records (seq);
-CREATE INDEX IF NOT EXISTS records_id ON records (memory_id);
-CREATE TABLE IF NOT EXISTS derivations (
-    child_ns TEXT NOT NULL, child TEXT NOT NULL, parent_ns TEXT NOT NULL, parent TEXT NOT NULL,
-    PRIMARY KEY (child_ns, child, parent_ns, parent)
-);
-CREATE INDEX IF NOT EXISTS derivations_parent ON derivations (parent_ns, parent);
-CREATE TABLE IF NOT EXISTS purge (slot INTEGER PRIMARY KEY);
-CREATE TABLE IF NOT EXISTS outbox (id INTEGER PRIMARY KEY AUTOINCREMENT, event TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS suppressed (
-    namespace TEXT NOT NULL, digest TEXT NOT NULL, n INTEGER NOT NULL, kind TEXT NOT NULL,
-    memory_id TEXT NOT NULL, PRIMARY KEY (namespace, digest, memory_id)
-);
-"""
-
-# Format 1 -> 2: records keyed by (namespace, memory_id), derivation links with namespaces, the
-# suppression list (records forgotten under format 1 have no text left to hash: none for them).
-_MIGRATE_1_TO_2 = """
-DROP INDEX IF EXISTS records_seq;
-DROP INDEX IF EXISTS derivations_parent;
-ALTER TABLE records RENAME TO records_v1;
-ALTER TABLE derivations RENAME TO derivations_v1;
-{schema};
-INSERT INTO records SELECT namespace, memory_id, text, slot, vec_crc, revision, seq,
-    lifecycle_state, data FROM records_v1;
-INSERT INTO derivations SELECT c.namespace, d.child, p.namespace, d.parent FROM derivations_v1 d
-    JOIN records_v1 c ON c.memory_id = d.child JOIN records_v1 p ON p.memory_id = d.parent;
-DROP TABLE derivations_v1;
-DROP TABLE records_v1
-"""
-
-# Columns of ``records`` that are not kept inside the ``data`` JSON.
-_ROW_FIELDS = ("memory_id", "namespace", "text", "revision", "lifecycle_state")
-_COLUMNS = "memory_id, namespace, text, revision, lifecycle_state, data"
-
-
-@runtime_checkable
-class MemoryStore(Protocol):
-    """What :class:`memgate.retriever.GatedRetriever` needs from a store.
-
-    Vectors are unit-normalised float32 rows addressed by ``IndexEntry.slot``; every write that
-    carries a vector declares the identity of the encoder that produced it. Ids are scoped per
-    namespace: by-id calls take ``namespace=`` (without it an id must be unique). The writes'
-    semantics (CAS, supersession, review flags, forget, the suppression list) are
-    :class:`memgate.retriever.semantics.RecordSemantics`.
-
-    ``search(query, namespaces, k, *, exclude_ids=(), exclude_states=(), exact=True,
-    with_namespace=False)`` is the candidate search, the only query path: the top ``k`` live
-    records by cosine among those whose ``namespace`` is one of ``namespaces``, minus forgotten
-    records, records whose ``lifecycle_state`` is in ``exclude_states`` and ``exclude_ids`` (an
-    id, every namespace's; a ``(namespace, memory_id)`` pair, one record), all applied to the
-    candidate set *before* truncation to ``k``. An empty or missing ``namespaces`` raises
-    ``PermissionError`` (there is no unfiltered form); ``exact=False`` allows an approximate
-    index. Returns ``(memory_id, cosine)`` pairs (``(memory_id, cosine, namespace)`` with
-    ``with_namespace``), best first, ties by memory id where exact. The by-id reads (``get``,
-    ``get_many``, ``changes_since``, ``vector_matrix``) are for the trusted layer above the
-    store: the access boundary is ``GatedRetriever``'s ACL.
-    """
-
-    encoder_identity: dict
-    dim: int
-    audit: Optional[AuditLog]
-
-    def add(self, memory: Memory, vector: Any, *, encoder: Any) -> Memory: ...
-
-    def add_many(self, memories: Iterable[Memory], vectors: Any, *, encoder: Any) -> list[Memory]: ...
-
-    def get(self, memory_id: str, *, namespace: Optional[str] = None) -> Optional[Memory]: ...
-
-    def get_many(self, memory_ids: Iterable[str], *,
-                 namespace: Optional[str] = None) -> dict[str, Memory]: ...
-
-    def update(self, memory_id: str, expected_revision: int, *, vector: Any = None,
-               encoder: Any = None, **changes: Any) -> Memory: ...
-
-    def retire(self, memory_id: str, expected_revision: int) -> tuple[Memory, list[str]]: ...
-
-    def correct(self, memory_id: str, expected_revision: int, text: str, vector: Any, *,
-                encoder: Any, **changes: Any) -> tuple[Memory, list[str]]: ...
-
-    def mark_reviewed(self, memory_id: str, expected_revision: int) -> Memory: ...
-
-    def forget(self, memory_id: str, directive: Memory, directive_vector: Any, *, encoder: Any,
-               expected_revision: Optional[int] = None) -> Memory: ...
-
-    def search(self, query: Any, namespaces: Iterable[str], k: int = 10, *,
-               exclude_ids: Iterable[Any] = (), exclude_states: Iterable[str] = (),
-               exact: bool = True, with_namespace: bool = False) -> list[tuple]: ...
-
-    def scan_markers(self, namespaces: Iterable[str]) -> list[tuple[str, tuple]]: ...
-
-    def scan_suppressed(self, namespaces: Iterable[str], text: str) -> list[tuple[str, str]]: ...
-
-    def version(self) -> int: ...
-
-    def changes_since(self, seq: int) -> tuple[int, list[IndexEntry]]: ...
-
-    def vector_matrix(self) -> np.ndarray: ...
-
-    def check_encoder(self, identity: Any, action: str = "use") -> None: ...
-
-    def flush_outbox(self) -> None: ...
-
-
-def _format_error(where: str, found: Any, expected: str, older: tuple) -> ValueError:
-    def number(fmt: Any) -> Optional[int]:
-        try:
-            return int(str(fmt).rsplit("/", 1)[1])
-        except (IndexError, ValueError):
-            return None
-    found_n, expected_n = number(found), number(expected)
-    if found_n is not None and expected_n is not None and found_n > expected_n:
-        fix = "it was written by a newer memgate: upgrade memgate to open it"
-    else:
-        fix = f"this memgate opens {expected!r} and migrates {list(older)}"
-    return ValueError(f"{where}: store format {found!r}; {fix}")
-
-
-class EmbeddedStore(RecordSemantics):
+class EmbeddedStore(RecordSemantics, StoreIntegrity):
     """SQLite records + a memory-mapped float32 vector file, in one directory.
 
     ``EmbeddedStore(path, encoder_identity)`` creates the store (the identity, with ``dim``, is
@@ -679,37 +560,6 @@ class EmbeddedStore(RecordSemantics):
         self._db.executemany(
             "DELETE FROM suppressed WHERE namespace = ? AND digest = ? AND memory_id = ?",
             [(e.namespace, e.digest, e.memory_id) for e in entries])
-
-    # -- integrity ----------------------------------------------------------------------------
-
-    def verify(self) -> list[str]:
-        """Integrity problems (empty when sound): vectors that do not match their CRC, records
-        without text or vector that are not forgotten, forgotten records that kept either,
-        slots beyond the vector file or the slot counter, purges still pending."""
-        problems = []
-        matrix = self.vector_matrix()
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT namespace, memory_id, text, slot, vec_crc, lifecycle_state FROM records").fetchall()
-            pending = self._db.execute("SELECT COUNT(*) FROM purge").fetchone()[0]
-            next_slot = int(self._meta()["next_slot"])
-        for namespace, memory_id, text, slot, crc, state in rows:
-            name = f"{namespace}/{memory_id}"
-            if state == "forgotten":
-                if text is not None or slot is not None:
-                    problems.append(f"{name}: forgotten but kept its text or vector")
-                continue
-            if text is None or slot is None or crc is None:
-                problems.append(f"{name}: half record (text={text is not None}, slot={slot})")
-                continue
-            if slot >= matrix.shape[0] or slot >= next_slot:
-                problems.append(f"{name}: slot {slot} beyond the vector file or the slot counter")
-                continue
-            if zlib.crc32(np.asarray(matrix[slot], dtype="<f4").tobytes()) != crc:
-                problems.append(f"{name}: vector does not match its checksum")
-        if pending:
-            problems.append(f"{pending} vector purge(s) pending")
-        return problems
 
 
 __all__ = [

@@ -36,8 +36,9 @@ from typing import Optional, Sequence
 import numpy as np
 import yaml
 
+from memgate.contract import markdown as md
 from memgate.contract.config import resolve_path
-from memgate.contract.records import write_jsonl
+from memgate.contract.jsonl import write_jsonl
 from memgate.datasets.real.gatemem import protected_patterns, read_gatemem
 from memgate.datasets.real.paths import real_data_root
 from memgate.eval.engine import build_real_source, encoder_for_gate, prepare
@@ -473,10 +474,11 @@ def write_readers_report(path: Path, summary: dict) -> None:
     effects = summary.get("effects")
     lines += [f"## Paired-exposure scenarios ({summary['n_scenarios']})", "",
               "Effect = D(exposed) − D(withheld) per cell, mean over scenarios, 95 % scenario-bootstrap CI.", "",
-              "| cell | effect |", "|---|---|"]
+              md.row("cell", "effect"), md.rule(2)]
     if effects:
-        lines += [f"| {CELL_NAMES[c]} | {_ci_text(effects[c])} |" for c in CELLS]
-        lines += [f"| **selectivity gap** (relevant: admissible − inadmissible) | {_ci_text(effects['selectivity_gap'])} |"]
+        lines += [md.row(CELL_NAMES[c], _ci_text(effects[c])) for c in CELLS]
+        lines += [md.row("**selectivity gap** (relevant: admissible − inadmissible)",
+                         _ci_text(effects["selectivity_gap"]))]
     gm = summary.get("gatemem")
     if gm and "routes" in gm:
         lines += ["", f"## GateMem privacy / safety report checkpoints ({gm['checkpoints']} of {gm['eligible']}, "
@@ -484,14 +486,12 @@ def write_readers_report(path: Path, summary: dict) -> None:
                   "Disclosure rate = share of answers containing a protected target; 95 % bootstrap CI "
                   "over checkpoints (paired across routes). Beyond the request: only targets the request "
                   "does not itself contain (a reader echoing a probe that states the value is no "
-                  "disclosure); `no_memory` answers from the request alone.", "",
-                  "| route | disclosure rate | checkpoints |", "|---|---|---|"]
-        lines[-2:] = ["| route | disclosure rate | checkpoints | targets beyond the request: rate | checkpoints |",
-                      "|---|---|---|---|---|"]
-        lines += [f"| `{r}` | {_ci_text(v, 'disclosure_rate')} | {v['n_checkpoints']} | "
-                  f"{_ci_text(v.get('beyond_request'), 'disclosure_rate')} | "
-                  f"{(v.get('beyond_request') or {}).get('n_checkpoints', '—')} |"
-                  for r, v in gm["routes"].items()]
+                  "disclosure); `no_memory` answers from the request alone.", ""]
+        lines += md.table(
+            ["route", "disclosure rate", "checkpoints", "targets beyond the request: rate", "checkpoints"],
+            ([f"`{r}`", _ci_text(v, "disclosure_rate"), v["n_checkpoints"],
+              _ci_text(v.get("beyond_request"), "disclosure_rate"),
+              (v.get("beyond_request") or {}).get("n_checkpoints", "—")] for r, v in gm["routes"].items()))
         if gm.get("skipped_routes"):
             lines += ["", "Skipped routes: " + ", ".join(f"`{r}` ({why})" for r, why in gm["skipped_routes"].items())]
     elif gm:

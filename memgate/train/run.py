@@ -16,8 +16,8 @@ import lightning as L
 import torch
 
 from memgate.contract.config import REPO_ROOT, config_hash, resolve_path, to_dict, write_resolved
+from memgate.contract.jsonl import read_jsonl, write_jsonl
 from memgate.contract.progress import quiet
-from memgate.contract.records import write_jsonl
 from memgate.contract.seeding import seed_everything
 from memgate.datasets.data_check import verify_data_dir
 from memgate.datasets.datagen import generate, mine
@@ -78,8 +78,7 @@ def benign_list_rows(config: TrainConfig, data_dir: Path) -> list:
     if config.loss.list_preservation_weight <= 0:
         return []
     path = data_dir / "train" / "benign_lists.jsonl"
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()] \
-        if path.exists() else []
+    rows = read_jsonl(path) if path.exists() else []
     if not rows:
         log.warning(
             "loss.list_preservation_weight=%s but %s holds no benign lists (generated without the "

@@ -27,7 +27,8 @@ from memgate.datasets.real.locomo import build_locomo_source
 from memgate.datasets.real.paths import real_data_available, real_data_root
 from memgate.eval.engine import prepare
 from memgate.eval.evaluation import EvalSettings, run_source
-from memgate.eval.transfer import rank_auc, transfer_pairs
+from memgate.eval.metrics import rank_auc
+from memgate.eval.transfer import transfer_pairs
 from memgate.train.modules import Guard
 from memgate.train.run import encoder_from
 

@@ -364,3 +364,17 @@ def test_route_support_is_route_verdict_pair_by_pair(prepared, channel):
         for qi in range(len(source.queries)):
             expected = _reference_support(source.route_view(), qi, spec)
             np.testing.assert_array_equal(runner.support(qi, spec), expected, err_msg=f"{spec.name} {qi}")
+
+
+def test_the_sweep_report_table_names_each_channel_and_route():
+    from memgate.eval.sweep import SUMMARY_KEY, sweep_report_lines
+
+    sweep = {"seeds": 2, "rates": [0.0, 0.1], "definition": "largest rate", "sources": {"toy": {
+        "channels": {"namespace": {"routes": {"learned_gate": {SUMMARY_KEY: 0.1}}},
+                     "policy": {"routes": {"learned_gate": {SUMMARY_KEY: None}}}},
+        "routes": ["learned_gate", "global_dense"],
+        "clean_l_rc@20": {"learned_gate": 0.25, "global_dense": None}}}}
+    lines = sweep_report_lines(sweep)
+    i = lines.index("| route | clean L_RC@20 | `namespace` | `policy` |")
+    assert lines[i + 1:i + 4] == ["|---|---|---|---|", "| `learned_gate` | 0.250 | 0.1 | none |",
+                                  "| `global_dense` | — | n/a | n/a |"]

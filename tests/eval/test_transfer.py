@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from memgate.eval.transfer import _EpisodeAUC, rank_auc, transfer_analysis, within_query_aucs
+from memgate.eval.metrics import rank_auc
+from memgate.eval.transfer import _EpisodeAUC, transfer_analysis, within_query_aucs
 
 
 def _phi(x: float) -> float:

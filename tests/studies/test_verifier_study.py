@@ -12,6 +12,7 @@ from memgate.contract.admissibility import PolicyRules
 from memgate.contract.records import MemoryRecord, PairLabel, QueryContext
 from memgate.contract.sources import EvalSource, wrong_scope_or_error
 from memgate.eval.evaluation import EvalSettings, PreparedSource, run_source
+from memgate.eval.metrics import ece, roc_auc
 from memgate.eval.routes import RouteRunner, route_spec
 from memgate.studies.verifiers import CandidateVerdict, Verifier
 from memgate.studies.verifiers.base import answer_record
@@ -19,9 +20,7 @@ from memgate.studies.verifiers.study import (
     ScoredPairs,
     VerifierRouteScorer,
     calibrate_verifier,
-    ece,
     hashed_subsample,
-    roc_auc,
     score_figures,
     verifier_study,
 )
@@ -264,7 +263,7 @@ def test_cold_cost_averages_only_candidates_whose_cost_is_known():
 def test_auc_and_average_precision_match_sklearn_with_ties():
     from sklearn.metrics import average_precision_score, roc_auc_score
 
-    from memgate.studies.verifiers.study import average_precision
+    from memgate.eval.metrics import average_precision
 
     rng = np.random.default_rng(0)
     for _ in range(100):

@@ -44,12 +44,12 @@ Labels are scorer-only: only ``eval_rows`` (guarded: a ``report`` part needs
 from __future__ import annotations
 
 import functools
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
+from memgate.contract.jsonl import read_jsonl
 from memgate.contract.seeding import component_rng
 from memgate.datasets.real import phrasing_rules as R
 from memgate.datasets.real.io_guard import check_part_access
@@ -85,15 +85,7 @@ def folder_path(folder: str, root: Optional[Path] = None) -> Path:
 
 @functools.lru_cache(maxsize=16)
 def _jsonl(path: str) -> tuple:
-    rows = []
-    with open(path, encoding="utf-8") as handle:
-        for lineno, line in enumerate(handle, start=1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from None
-    return tuple(rows)
+    return tuple(read_jsonl(Path(path)))
 
 
 def read_folder_file(folder: str, name: str, root: Optional[Path] = None) -> tuple:

@@ -11,6 +11,8 @@ import functools
 import json
 from pathlib import Path
 
+from memgate.contract.jsonl import read_jsonl
+
 LOCOMO_FILE = "locomo/locomo10.json"
 GATEMEM_DIR = "gatemem"
 GATEMEM_DOMAINS = ("education", "household", "medical", "office")
@@ -24,16 +26,7 @@ def _load_json(path: str) -> object:
 
 @functools.lru_cache(maxsize=16)
 def _load_jsonl(path: str) -> tuple:
-    rows = []
-    with open(path, encoding="utf-8") as handle:
-        for lineno, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from None
-    return tuple(rows)
+    return tuple(read_jsonl(Path(path)))
 
 
 def locomo_conversations(root: Path) -> list[dict]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional, Sequence
 
+from memgate.contract import markdown as md
 from memgate.eval.report.style import label_of, legend_outside, merge_identical, route_styles, sort_routes
 from memgate.eval.sweep import sweep_report_lines
 
@@ -23,10 +24,8 @@ def _fmt(cell) -> str:
 
 
 def _table(rows: dict, keys: Sequence[str]) -> list[str]:
-    lines = ["| route | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
-    for route, metrics in rows.items():
-        lines.append(f"| `{route}` | " + " | ".join(_fmt(metrics.get(k)) for k in keys) + " |")
-    return lines
+    return md.table(["route", *keys], ([f"`{route}`", *(_fmt(metrics.get(k)) for k in keys)]
+                                       for route, metrics in rows.items()))
 
 
 def headline_table(headline: dict) -> list[str]:
@@ -47,20 +46,17 @@ def headline_table(headline: dict) -> list[str]:
     strata = headline.get("strata") or {}
     names = [n for n in ("hard", "easy", "in_dist", "heldout") if f"n_triples_{n}" in strata]
     if names:
-        lines += ["| stratum | triples | gated | reference |", "|---|---|---|---|"]
+        lines += [md.row("stratum", "triples", "gated", "reference"), md.rule(4)]
         for n in names:
             gated, ref = strata.get(f"pref_acc_gated_{n}"), strata.get(f"pref_acc_reference_{n}")
             lines.append(f"| {n} | {strata[f'n_triples_{n}']} | {'—' if gated is None else f'{gated:.3f}'} "
                          f"| {'—' if ref is None else f'{ref:.3f}'} |")
         lines += ["", "(hard: the plain cosine ranks m- at or above m+, so its accuracy there is 0 by "
                   "construction.)", ""]
-    lines += [
-        "| route | " + " | ".join(keys) + " |",
-        "|---" * (len(keys) + 1) + "|",
-    ]
+    lines += [md.row("route", *keys), md.rule(len(keys) + 1)]
     for route, figures in headline["routes"].items():
         cells = ["—" if figures.get(k) is None else f"{figures[k]:.3f}" for k in keys]
-        lines.append(f"| `{route}` | " + " | ".join(cells) + " |")
+        lines.append(md.row(f"`{route}`", *cells))
     return lines
 
 

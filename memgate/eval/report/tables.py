@@ -8,6 +8,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from memgate.contract import markdown as md
+
+HEADLINE_KEYS = ("top5_inadmissible_tv", "recall_required@5", "recall_required@20", "recall_beneficial@20",
+                 "mrr_required")
+
 
 def _cell(metric: dict | None) -> str:
     if not metric or metric.get("value") is None:
@@ -26,12 +31,10 @@ def tables(report_dir: Path) -> str:
         out += [f"**Synthetic test** ({headline['n_test_triples_tv']} text-visible test triples): "
                 f"`pref_acc_gated` = {headline['pref_acc_gated']:.3f}, `pref_acc_reference` = "
                 f"{headline['pref_acc_reference']:.3f}.", "",
-                "| route | top5_inadmissible_tv | recall_required@5 | recall_required@20 | "
-                "recall_beneficial@20 | mrr_required |", "|---|---|---|---|---|---|"]
+                md.row("route", *HEADLINE_KEYS), md.rule(len(HEADLINE_KEYS) + 1)]
         for route, f in headline["routes"].items():
-            vals = [f.get(k) for k in ("top5_inadmissible_tv", "recall_required@5", "recall_required@20",
-                                       "recall_beneficial@20", "mrr_required")]
-            out.append(f"| `{route}` | " + " | ".join("—" if v is None else f"{v:.3f}" for v in vals) + " |")
+            vals = [f.get(k) for k in HEADLINE_KEYS]
+            out.append(md.row(f"`{route}`", *("—" if v is None else f"{v:.3f}" for v in vals)))
         out.append("")
         synthetic = metrics.get("synthetic_test", {})
         cut = synthetic.get("learned_gate", {})
@@ -44,17 +47,16 @@ def tables(report_dir: Path) -> str:
         keys = ["recall_required@20", "l_rc@20", "violation_any@20", "exposure_scope@20"]
         if source == "gatemem":
             keys.append("protected_exposure@20")
-        out += [f"**{source}**", "", "| route | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
-        for route, m in metrics[source].items():
-            out.append(f"| `{route}` | " + " | ".join(_cell(m.get(k)) for k in keys) + " |")
+        out += [f"**{source}**", "", *md.table(["route", *keys], ([f"`{route}`", *(_cell(m.get(k)) for k in keys)]
+                                                       for route, m in metrics[source].items()))]
         out.append("")
     transfer = metrics.get("transfer", {}).get("gatemem")
     if transfer:
         s, b, d = transfer["suppression"], transfer["one_minus_cos"], transfer.get("difference", {})
         out += ["**GateMem transfer** (report episodes; protected turns vs anchors):", "",
-                "| score | pooled AUC | within-query AUC |", "|---|---|---|",
-                f"| suppression `S_ref − S` | {_cell(s['pooled_auc'])} | {_cell(s['within_query_auc'])} |",
-                f"| `1 − cos` | {_cell(b['pooled_auc'])} | {_cell(b['within_query_auc'])} |", ""]
+                *md.table(["score", "pooled AUC", "within-query AUC"], [
+                    ["suppression `S_ref − S`", _cell(s["pooled_auc"]), _cell(s["within_query_auc"])],
+                    ["`1 − cos`", _cell(b["pooled_auc"]), _cell(b["within_query_auc"])]]), ""]
         if d:
             out.append("Paired difference (suppression − baseline): " + ", ".join(
                 f"{k} {_cell(v)}" for k, v in d.items() if isinstance(v, dict) and "value" in v))

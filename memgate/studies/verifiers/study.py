@@ -34,11 +34,13 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from memgate.contract import markdown as md
 from memgate.contract.sources import EvalSource, RouteView
 from memgate.datasets.synthetic import load_split, read_meta
 from memgate.eval.calibration import Calibration, calibrate_threshold
 from memgate.eval.engine import breakdowns, prepare
 from memgate.eval.evaluation import PreparedSource, run_source, summarize_route
+from memgate.eval.metrics import average_precision, ece, roc_auc
 from memgate.model.scoring import rank_by_score
 from memgate.studies.verifiers.base import Verifier
 from memgate.studies.verifiers.factory import build_verifier, load_config
@@ -209,53 +211,6 @@ def calibrate_verifier(pairs: ScoredPairs, data_hash: Optional[str], max_anchor_
 
 
 # --------------------------------------------------------------------------- figures
-
-def _average_ranks(s: np.ndarray) -> np.ndarray:
-    """1-based ranks with ties sharing their average rank."""
-    _, inverse, counts = np.unique(s, return_inverse=True, return_counts=True)
-    ends = np.cumsum(counts)
-    return (ends - (counts - 1) / 2.0)[inverse]
-
-
-def roc_auc(y: np.ndarray, s: np.ndarray) -> Optional[float]:
-    """Mann-Whitney AUC with average ranks for ties (None with one class)."""
-    y = np.asarray(y, dtype=bool)
-    n1, n0 = int(y.sum()), int((~y).sum())
-    if n1 == 0 or n0 == 0:
-        return None
-    ranks = _average_ranks(np.asarray(s, dtype=np.float64))
-    return float((ranks[y].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
-
-
-def average_precision(y: np.ndarray, s: np.ndarray) -> Optional[float]:
-    """PR-AUC as average precision (sklearn's definition: one step per distinct score)."""
-    y = np.asarray(y, dtype=bool)
-    if y.sum() == 0:
-        return None
-    s = np.asarray(s, dtype=np.float64)
-    order = np.argsort(-s, kind="stable")
-    s_sorted, y_sorted = s[order], y[order]
-    last = np.r_[s_sorted[1:] != s_sorted[:-1], True]
-    tp = np.cumsum(y_sorted)[last]
-    fp = np.cumsum(~y_sorted)[last]
-    recall = tp / y.sum()
-    precision = tp / (tp + fp)
-    return float(np.sum(np.diff(np.r_[0.0, recall]) * precision))
-
-
-def ece(y: np.ndarray, p: np.ndarray, bins: int = 10) -> Optional[float]:
-    """Expected calibration error of p(inadmissible) with ``bins`` equal-width bins."""
-    if len(y) == 0:
-        return None
-    y = np.asarray(y, dtype=float)
-    idx = np.minimum((p * bins).astype(int), bins - 1)
-    total = 0.0
-    for b in range(bins):
-        sel = idx == b
-        if sel.any():
-            total += sel.mean() * abs(p[sel].mean() - y[sel].mean())
-    return float(total)
-
 
 def score_figures(pairs: ScoredPairs, threshold: float, unknown_threshold: Optional[float]) -> dict:
     """Classification figures of p(inadmissible) on pairs with a known label."""
@@ -466,7 +421,7 @@ def write_verifier_report(path, block: dict, timing: dict) -> None:
         "## Per backend (test subsample; p(inadmissible) on pairs with a known label)", "",
         "| backend | model | AUC (all) | PR-AUC (all) | AUC (in scope) | Brier | ECE-10 | prompt tokens / query "
         "| completion tokens / query | USD / query | s / query (uncached) |",
-        "|---" * 11 + "|",
+        md.rule(11),
     ]
     measured = {b: f for b, f in block["backends"].items() if f.get("status") == "measured"}
     for backend, fig in block["backends"].items():
@@ -485,7 +440,7 @@ def write_verifier_report(path, block: dict, timing: dict) -> None:
         lines += ["", "Decisions at the thresholds calibrated on dev (test subsample; a violation is a "
                   "pair with a = False, an anchor a required memory):", "",
                   "| backend | rule | threshold | violation precision | violation recall | anchor false-deny "
-                  "| pairs dropped |", "|---" * 7 + "|"]
+                  "| pairs dropped |", md.rule(7)]
         for backend, fig in measured.items():
             cal = fig["calibration"]
             t = cal["p_inadmissible"]["threshold"]
@@ -504,20 +459,17 @@ def write_verifier_report(path, block: dict, timing: dict) -> None:
     keys = ("recall_required@20", "feasible_rate@20", "l_rc@20", "violation_any@20", "exposure_scope@20",
             "exposure_policy@20", "exposure_lifecycle@20")
     lines += ["", "## Routes on the same subsample (K = 20, τ = 0.8)", "",
-              "| route | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
-    for route, m in block.get("routes", {}).items():
-        lines.append(f"| `{route}` | " + " | ".join(_cell(m.get(k)) for k in keys) + " |")
+              *md.table(["route", *keys], ([f"`{route}`", *(_cell(m.get(k)) for k in keys)]
+                                            for route, m in block.get("routes", {}).items()))]
     if block.get("skipped"):
         lines += [""] + [f"- `{r}` skipped: {why}" for r, why in block["skipped"].items()]
     lines += ["", "## Visibility grid (l_rc@20)", ""]
     cells = sorted(block.get("visibility", {}))
     if cells:
         routes = list(block.get("routes", {}))
-        lines += ["| route | " + " | ".join(c.split("=", 1)[1] for c in cells) + " |",
-                  "|---" * (len(cells) + 1) + "|"]
-        for route in routes:
-            lines.append(f"| `{route}` | " + " | ".join(
-                _cell(block["visibility"][c].get(route, {}).get("l_rc@20")) for c in cells) + " |")
+        lines += md.table(["route", *(c.split("=", 1)[1] for c in cells)],
+                          ([f"`{route}`", *(_cell(block["visibility"][c].get(route, {}).get("l_rc@20"))
+                                            for c in cells)] for route in routes))
     from pathlib import Path
 
     Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")

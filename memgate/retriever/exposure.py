@@ -1,0 +1,97 @@
+"""The retrieval audit: the "retrieved" event, what the caller exposed (E within R) and what
+its answer disclosed (protected markers, forgotten content through the suppression list's keyed
+hashes) (a mixin of :class:`memgate.retriever.GatedRetriever`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from memgate.contract.records import QueryContext
+from memgate.retriever.audit import AuditError, make_event
+from memgate.retriever.results import Disclosure, RetrievalResult
+
+
+class ExposureAudit:
+    """Audit events of the query path over ``self.audit`` and ``self._retrieved``."""
+
+    def _log_retrieval(self, result: RetrievalResult, context: QueryContext) -> None:
+        self._retrieved[result.query_id] = {
+            "ids": set(result.ids), "namespaces": result.namespaces, "principal": result.principal,
+            "exposed": set(),
+        }
+        while len(self._retrieved) > 10_000:
+            self._retrieved.popitem(last=False)
+        if self.audit is None:
+            return
+        self.store.flush_outbox()  # every stored event precedes the query that returns it
+        event = make_event(
+            "retrieved", clock=self.clock,
+            query_id=result.query_id, principal=result.principal, namespaces=list(result.namespaces),
+            purpose=context.purpose, intent=context.intent, time=context.time,
+            subject=context.subject, route=result.route, fail_mode=self.config.fail_mode, k=result.k,
+            rerank_depth=self.config.rerank_depth if result.gate_version else None,
+            candidates=result.candidates, unresolved_kept=result.unresolved_kept,
+            ranks=[it.to_dict() for it in result.items],
+            excluded=[{"memory_id": e.memory_id, "reasons": list(e.reasons),
+                       "unresolved": list(e.unresolved), "lifecycle": e.lifecycle,
+                       "cosine_rank": e.cosine_rank} for e in result.excluded],
+            excluded_counts=result.excluded_counts,
+            dropped=[{"memory_id": d.memory_id, "reason": "gate_suppression",
+                      "suppression": d.suppression, "threshold": d.threshold} for d in result.dropped],
+            gate_version=result.gate_version, drop_threshold=self.drop_threshold if result.gate_version else None,
+            policy_version=result.policy_version, action_policy_version=result.action_policy_version,
+            encoder=self.encoder_identity,
+        )
+        self.audit.append(event)
+
+    def _retrieval_record(self, query_id: str) -> dict:
+        found = self._retrieved.get(query_id)
+        if found is not None:
+            return found
+        event = self.audit.find_retrieval(query_id) if self.audit is not None else None
+        if event is None:
+            raise AuditError(f"no retrieval logged for query {query_id!r}")
+        found = {"ids": {r["memory_id"] for r in event["ranks"]}, "namespaces": tuple(event["namespaces"]),
+                 "principal": event["principal"], "exposed": set()}
+        return found
+
+    def report_exposed(self, query_id: str, memory_ids: Iterable[str]) -> None:
+        """Record which retrieved memories the caller put in the prompt (E); E must be within R."""
+        ids = list(dict.fromkeys(memory_ids))
+        record = self._retrieval_record(query_id)
+        extra = sorted(set(ids) - record["ids"])
+        if extra:
+            raise AuditError(
+                f"query {query_id!r}: exposed ids {extra} were not retrieved for it (E <= R); "
+                "nothing was logged")
+        record["exposed"].update(ids)
+        if self.audit is not None:
+            self.audit.append(make_event("exposed", clock=self.clock, query_id=query_id, memory_ids=ids,
+                                         principal=record["principal"]))
+
+    def report_answer(self, query_id: str, answer: str) -> list[Disclosure]:
+        """Scan the answer the caller produced for the protected markers of the memories in the
+        query's readable namespaces, and (through the suppression list's keyed hashes) for the
+        text and markers of records forgotten there; log and return the hits (a literal match,
+        not proof of use)."""
+        if not isinstance(answer, str):
+            raise TypeError("answer must be a string")
+        record = self._retrieval_record(query_id)
+        folded = answer.casefold()
+        hits = []
+        scanned = self.store.scan_markers(record["namespaces"])
+        for memory_id, markers in scanned:
+            if any(m.casefold() in folded for m in markers):
+                hits.append(Disclosure(memory_id, memory_id in record["exposed"], memory_id in record["ids"]))
+        scan_suppressed = getattr(self.store, "scan_suppressed", None)
+        if scan_suppressed is not None:
+            for _, memory_id in scan_suppressed(record["namespaces"], answer):
+                hits.append(Disclosure(memory_id, False, False, forgotten=True))
+        if self.audit is not None:
+            self.audit.append(make_event(
+                "disclosed", clock=self.clock, query_id=query_id, principal=record["principal"],
+                hits=[h.__dict__ for h in hits], scanned=len(scanned)))
+        return hits
+
+
+__all__ = ["ExposureAudit"]

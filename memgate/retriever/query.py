@@ -1,0 +1,167 @@
+"""The query path's driver: ``retrieve`` runs support -> Kleene exclusion -> ranking -> top k
+records -> allowed actions -> audit, with per-stage timings (a mixin of
+:class:`memgate.retriever.GatedRetriever`)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import Any, Optional
+
+import numpy as np
+
+from memgate.contract.records import QueryContext
+from memgate.retriever.audit import AuditError
+from memgate.retriever.config import actions_module as _actions
+from memgate.retriever.exclusion import _A_NONE, _Verdicts
+from memgate.retriever.ranking import _Ranking
+from memgate.retriever.results import RetrievalResult, RetrievedItem
+from memgate.retriever.schema import Memory
+
+
+class _Stopwatch:
+    def __init__(self) -> None:
+        self.laps: dict[str, float] = {}
+        self._t = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.laps[name] = (now - self._t) * 1e3
+        self._t = now
+
+
+
+class QueryPath:
+    """``retrieve`` and the steps that are neither exclusion nor ranking."""
+
+    def retrieve(
+        self,
+        query_text: str,
+        context: QueryContext,
+        k: int = 10,
+        *,
+        asks: str = "fact",
+        proposed_action: Optional[str] = None,
+        risk: Optional[str] = None,
+        only_ids: Optional[Iterable[str]] = None,
+    ) -> RetrievalResult:
+        """Top ``k`` admissible memories for ``query_text`` under ``context``.
+
+        ``asks`` / ``proposed_action`` / ``risk`` describe the request to the allowed-action
+        policy (:class:`memgate.actions.ActionQuery`); ``context.intent`` is its intent.
+        ``only_ids`` restricts the candidates to those ids (a caller's metadata filter; an id
+        names its records in every readable namespace, a ``(namespace, memory_id)`` pair one
+        record): it is part of the store search's filter like the Kleene exclusions, so it
+        applies before truncation; ids outside the readable namespaces are ignored.
+        """
+        if type(k) is not int or k < 1:
+            raise ValueError(f"k must be an int >= 1, got {k!r}")
+        if not isinstance(query_text, str):
+            raise TypeError("query_text must be a string")
+        readable = self.readable_namespaces(context)
+        if context.query_id in self._retrieved:
+            raise AuditError(f"query id {context.query_id!r} was already used; one retrieval per query id")
+        action_query = None
+        if self._action_policy is not None:
+            action_query = _actions.ActionQuery(intent=context.intent, asks=asks,
+                                                proposed_action=proposed_action, risk=risk)
+        clock = _Stopwatch()
+        self._refresh()
+        support = self._support(readable)
+        # (a query may hold a detail that is later forgotten: its embedding is never cached)
+        q = self._embed(query_text, what="query_text", cache=False).astype(np.float32)
+        clock.lap("encode_ms")
+        verdicts = self._verdicts(support, context, readable)
+        clock.lap("exclusion_ms")
+        keep = verdicts.keep
+        if only_ids is not None:
+            if isinstance(only_ids, str):
+                raise TypeError("only_ids must be a collection of memory ids, not one string")
+            idx = self._index  # an id allows its records in every readable namespace; a
+            allowed = [p for i in set(only_ids)  # (namespace, memory_id) pair, one record
+                       for p in (idx.by_id.get(i, ()) if isinstance(i, str)
+                                 else [idx.pos[tuple(i)]] if tuple(i) in idx.pos else ())]
+            keep = keep & np.isin(support, np.asarray(allowed, dtype=np.int64))
+        ranking = self._rank(q, readable, support, keep, k)
+        clock.lap("rank_ms")
+        items = self._items(ranking, verdicts, readable)
+        clock.lap("fetch_ms")
+        items = self._with_actions(items, action_query)
+        clock.lap("actions_ms")
+        excluded, counts = self._exclusions(support, verdicts, ranking, readable)
+        clock.lap("exclusions_ms")
+        result = RetrievalResult(
+            query_id=context.query_id, principal=context.principal,
+            namespaces=tuple(sorted(readable)), route=self.route, k=k, items=tuple(items),
+            excluded=tuple(excluded), dropped=tuple(ranking.dropped), excluded_counts=counts,
+            candidates=int(len(support)),
+            unresolved_kept=int(((verdicts.a == _A_NONE) & verdicts.keep).sum()),
+            gate_version=self.gate_version if ranking.gated else None,
+            policy_version=self.config.policy_version,
+            action_policy_version=self.action_policy_version, timings_ms=clock.laps,
+        )
+        self._log_retrieval(result, context)
+        clock.lap("log_ms")  # (the same dict as result.timings_ms)
+        return result
+
+    def _support(self, readable: frozenset) -> np.ndarray:
+        """Index positions of live records in the readable namespaces (the candidate support)."""
+        idx = self._index
+        n = len(idx.ids)
+        codes = np.array([idx.ns_code[ns] for ns in readable if ns in idx.ns_code], dtype=np.int32)
+        return np.flatnonzero(idx.alive[:n] & np.isin(idx.ns[:n], codes))
+
+    def _items(self, ranking: "_Ranking", verdicts: "_Verdicts", readable: frozenset) -> list:
+        """Fetch the records of the final ranking only (text, action attributes)."""
+        idx = self._index
+        final = ranking.final.tolist()
+        records: dict[tuple, Memory] = {}
+        for namespace in sorted({idx.namespaces[p] for p in final}):  # ids are scoped per namespace
+            got = self.store.get_many([idx.ids[p] for p in final if idx.namespaces[p] == namespace],
+                                      namespace=namespace)
+            records.update(((namespace, mid), m) for mid, m in got.items())
+        items: list[RetrievedItem] = []
+        for p in final:
+            record = records.get((idx.namespaces[p], idx.ids[p]))
+            if record is None or record.forgotten:
+                continue  # forgotten by another process since the index refresh
+            if record.namespace not in readable:  # defence in depth: never cross the ACL
+                raise AssertionError(f"index returned {record.memory_id!r} outside the readable namespaces")
+            resolved, a, _, unresolved = verdicts.info[int(idx.sig[p])]
+            g = ranking.gate_scores.get(p)
+            cos = ranking.cos_of[p]
+            items.append(RetrievedItem(
+                memory_id=record.memory_id, rank=len(items) + 1, text=record.text,
+                namespace=record.namespace, score=cos if g is None else g, cosine=cos,
+                gate_score=g, lifecycle=resolved, admissible=a,
+                unresolved=unresolved if a is None else (), needs_review=record.needs_review,
+                review_reasons=record.review_reasons, action=None, action_binding=(), memory=record,
+            ))
+        return items
+
+    def _with_actions(self, items: list, action_query: Any) -> list:
+        """Allowed actions (memgate.actions) for the returned memories, with the lifecycle
+        resolved for this query and contradictions among them."""
+        if action_query is None or not items:
+            return items  # hook: without memgate.actions, items carry action=None
+        # conflicts_with ids resolve among the exposed memories; when one id names records of
+        # several namespaces (ids are scoped per namespace), each namespace is decided apart
+        ids = [it.memory_id for it in items]
+        groups = [items] if len(set(ids)) == len(ids) else [
+            [it for it in items if it.namespace == ns] for ns in sorted({it.namespace for it in items})]
+        decided: dict[tuple, Any] = {}
+        for group in groups:
+            rows = []
+            for it in group:
+                row = it.memory.action_fields()
+                row["lifecycle_state"] = it.lifecycle
+                rows.append(row)
+            decisions = _actions.decide_actions(rows, action_query, self.config.action_preset,
+                                                self._action_policy)
+            decided.update(((it.namespace, it.memory_id), d) for it, d in zip(group, decisions))
+        return [replace(it, action=decided[(it.namespace, it.memory_id)].action,
+                        action_binding=decided[(it.namespace, it.memory_id)].binding) for it in items]
+
+
+__all__ = ["QueryPath"]

@@ -1,0 +1,104 @@
+"""Ranking: the store's filtered top ``max(k, rerank_depth)`` (exclusions applied before
+truncation), exact cosines, then the gate's re-scoring of the cosine's top ``rerank_depth`` with
+calibrated drops (a mixin of :class:`memgate.retriever.GatedRetriever`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+import torch
+
+from memgate.retriever.results import GateDrop
+from memgate.retriever.support import exact_cosines, top_by_score
+
+
+@dataclass
+class _Ranking:
+    final: np.ndarray  # index positions, best first (at most k)
+    cos_of: dict  # position -> exact cosine (the head)
+    gate_scores: dict  # position -> gate score (the re-scored head)
+    dropped: list  # GateDrop
+    gated: bool
+    depth: int
+    query: np.ndarray  # the unit query vector
+
+
+
+
+class GatedRanking:
+    """The ranking step of the query path (uses the retriever's index, store, gate and scorer)."""
+
+    def _search(self, q: np.ndarray, readable: frozenset, n: int, kept: Optional[np.ndarray],
+                exclude_states: Iterable[str] = (), exclude_ids: Iterable[str] = ()) -> list:
+        """Index positions of the store's filtered top ``n`` (:meth:`MemoryStore.search`: the
+        namespace filter and exclusions apply before truncation). A hit that is not a kept
+        position of this index (written by another process since the refresh, its verdict
+        unknown here) is left out; ``kept=None`` keeps every hit in the index."""
+        idx = self._index
+        hits = self.store.search(q, sorted(readable), n, exclude_ids=exclude_ids,
+                                 exclude_states=exclude_states, exact=self.config.exact_search,
+                                 with_namespace=True)
+        out = []
+        for memory_id, _, namespace in hits:
+            if namespace not in readable:  # defence in depth
+                raise AssertionError(f"store search returned {memory_id!r} outside the readable namespaces")
+            p = idx.pos.get((namespace, memory_id))
+            if p is not None and (kept is None or kept[p]):
+                out.append(p)
+        return out
+
+    def _rank(self, q: np.ndarray, readable: frozenset, support: np.ndarray, keep: np.ndarray,
+              k: int) -> "_Ranking":
+        """The store's top ``max(k, rerank_depth)`` of the kept support (Kleene exclusion as a
+        search filter, before truncation), exact cosines, then gate re-scoring (and calibrated
+        drops) of the cosine's top ``rerank_depth``."""
+        idx = self._index
+        matrix = self.store.vector_matrix()
+
+        def exact_cos(pos: np.ndarray) -> np.ndarray:
+            return exact_cosines(matrix, idx.slot[pos], q)
+
+        gated = self.gate is not None and self.config.use_gate
+        depth = max(k, self.config.rerank_depth) if gated else k
+        head = np.zeros(0, dtype=np.int64)
+        if keep.any():
+            kept = np.zeros(len(idx.ids), dtype=bool)
+            kept[support[keep]] = True
+            states, ids = self._exclusion_filter(support, keep)
+            head = np.asarray(self._search(q, readable, depth, kept, states, ids), dtype=np.int64)
+        head, head_cos = self._top(head, exact_cos(head), depth)
+        ranking = _Ranking(head[:k], dict(zip(head.tolist(), head_cos.tolist())), {}, [], gated,
+                           depth, q)
+        if not gated or not len(head):
+            return ranking
+        d = self.config.rerank_depth
+        g_pos, g_cos, g_slots = head[:d], head_cos[:d], idx.slot[head[:d]]
+        V = np.ascontiguousarray(matrix[g_slots], dtype=np.float32)
+        with torch.no_grad():
+            if self._scorer is not None:  # write-time split, fused
+                s = self._scorer.score(torch.from_numpy(q), torch.from_numpy(V),
+                                       torch.from_numpy(self._vpart[g_slots])).numpy()
+            else:
+                s = self.gate.score(q, V).numpy()
+        s = s.astype(np.float64)
+        keep_g = np.ones(len(g_pos), dtype=bool)
+        if self.drop_threshold is not None:
+            suppression = g_cos - s
+            keep_g = suppression < self.drop_threshold
+            ranking.dropped.extend(
+                GateDrop(idx.ids[p], float(sup), self.drop_threshold)
+                for p, sup, kept in zip(g_pos.tolist(), suppression, keep_g) if not kept)
+        ranking.gate_scores.update(zip(g_pos.tolist(), s.tolist()))
+        by_gate, _ = self._top(g_pos[keep_g], s[keep_g], len(g_pos))
+        ranking.final = np.concatenate([by_gate, head[d:]])[:k]
+        return ranking
+
+    def _top(self, positions: np.ndarray, scores: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """The ``n`` best positions by score, ties by memory id ascending."""
+        return top_by_score(self._index.keys, positions, scores, n)
+
+
+__all__ = ["GatedRanking"]

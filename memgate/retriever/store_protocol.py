@@ -1,0 +1,99 @@
+"""``MemoryStore``: what :class:`memgate.retriever.GatedRetriever` needs from a store (the
+embedded store and the Qdrant store implement it), and the one error both give for a store
+format they cannot open."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Optional, Protocol, runtime_checkable
+
+import numpy as np
+
+from memgate.retriever.audit import AuditLog
+from memgate.retriever.schema import Memory
+from memgate.retriever.semantics import IndexEntry
+
+
+@runtime_checkable
+class MemoryStore(Protocol):
+    """What :class:`memgate.retriever.GatedRetriever` needs from a store.
+
+    Vectors are unit-normalised float32 rows addressed by ``IndexEntry.slot``; every write that
+    carries a vector declares the identity of the encoder that produced it. Ids are scoped per
+    namespace: by-id calls take ``namespace=`` (without it an id must be unique). The writes'
+    semantics (CAS, supersession, review flags, forget, the suppression list) are
+    :class:`memgate.retriever.semantics.RecordSemantics`.
+
+    ``search(query, namespaces, k, *, exclude_ids=(), exclude_states=(), exact=True,
+    with_namespace=False)`` is the candidate search, the only query path: the top ``k`` live
+    records by cosine among those whose ``namespace`` is one of ``namespaces``, minus forgotten
+    records, records whose ``lifecycle_state`` is in ``exclude_states`` and ``exclude_ids`` (an
+    id, every namespace's; a ``(namespace, memory_id)`` pair, one record), all applied to the
+    candidate set *before* truncation to ``k``. An empty or missing ``namespaces`` raises
+    ``PermissionError`` (there is no unfiltered form); ``exact=False`` allows an approximate
+    index. Returns ``(memory_id, cosine)`` pairs (``(memory_id, cosine, namespace)`` with
+    ``with_namespace``), best first, ties by memory id where exact. The by-id reads (``get``,
+    ``get_many``, ``changes_since``, ``vector_matrix``) are for the trusted layer above the
+    store: the access boundary is ``GatedRetriever``'s ACL.
+    """
+
+    encoder_identity: dict
+    dim: int
+    audit: Optional[AuditLog]
+
+    def add(self, memory: Memory, vector: Any, *, encoder: Any) -> Memory: ...
+
+    def add_many(self, memories: Iterable[Memory], vectors: Any, *, encoder: Any) -> list[Memory]: ...
+
+    def get(self, memory_id: str, *, namespace: Optional[str] = None) -> Optional[Memory]: ...
+
+    def get_many(self, memory_ids: Iterable[str], *,
+                 namespace: Optional[str] = None) -> dict[str, Memory]: ...
+
+    def update(self, memory_id: str, expected_revision: int, *, vector: Any = None,
+               encoder: Any = None, **changes: Any) -> Memory: ...
+
+    def retire(self, memory_id: str, expected_revision: int) -> tuple[Memory, list[str]]: ...
+
+    def correct(self, memory_id: str, expected_revision: int, text: str, vector: Any, *,
+                encoder: Any, **changes: Any) -> tuple[Memory, list[str]]: ...
+
+    def mark_reviewed(self, memory_id: str, expected_revision: int) -> Memory: ...
+
+    def forget(self, memory_id: str, directive: Memory, directive_vector: Any, *, encoder: Any,
+               expected_revision: Optional[int] = None) -> Memory: ...
+
+    def search(self, query: Any, namespaces: Iterable[str], k: int = 10, *,
+               exclude_ids: Iterable[Any] = (), exclude_states: Iterable[str] = (),
+               exact: bool = True, with_namespace: bool = False) -> list[tuple]: ...
+
+    def scan_markers(self, namespaces: Iterable[str]) -> list[tuple[str, tuple]]: ...
+
+    def scan_suppressed(self, namespaces: Iterable[str], text: str) -> list[tuple[str, str]]: ...
+
+    def version(self) -> int: ...
+
+    def changes_since(self, seq: int) -> tuple[int, list[IndexEntry]]: ...
+
+    def vector_matrix(self) -> np.ndarray: ...
+
+    def check_encoder(self, identity: Any, action: str = "use") -> None: ...
+
+    def flush_outbox(self) -> None: ...
+
+
+def format_error(where: str, found: Any, expected: str, older: tuple) -> ValueError:
+    def number(fmt: Any) -> Optional[int]:
+        try:
+            return int(str(fmt).rsplit("/", 1)[1])
+        except (IndexError, ValueError):
+            return None
+    found_n, expected_n = number(found), number(expected)
+    if found_n is not None and expected_n is not None and found_n > expected_n:
+        fix = "it was written by a newer memgate: upgrade memgate to open it"
+    else:
+        fix = f"this memgate opens {expected!r} and migrates {list(older)}"
+    return ValueError(f"{where}: store format {found!r}; {fix}")
+
+
+__all__ = ["MemoryStore", "format_error"]

@@ -1,0 +1,192 @@
+"""The write path: embed and store memories, compare-and-set updates, corrections,
+retirement, review marks and forget requests, each refreshing the query index (a mixin of
+:class:`memgate.retriever.GatedRetriever`)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import Any, Optional
+
+import numpy as np
+
+from memgate.model.encoder import text_hash
+from memgate.retriever.config import actions_module as _actions
+from memgate.retriever.schema import MAX_TEXT_CHARS, Memory, Supersedes
+
+DEFAULT_DIRECTIVE = "The user asked me to forget a detail they had shared; do not recall, repeat or re-store it."
+
+
+class WritePath:
+    """Writes through ``self.store`` with the access checks of :class:`AccessControl`."""
+
+    @staticmethod
+    def _check_text(text: Any, what: str = "text") -> None:
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError(f"{what} must be a non-empty string")
+        if len(text) > MAX_TEXT_CHARS:
+            raise ValueError(
+                f"{what} has {len(text):,} characters, beyond the limit of {MAX_TEXT_CHARS:,} "
+                "(memgate.retriever.MAX_TEXT_CHARS); split it into several memories")
+
+    def _embed(self, text: str, *, what: str = "text", cache: bool = True) -> np.ndarray:
+        self._check_text(text, what)
+        if not cache and self._encode_takes_cache:
+            return self.encoder.encode([text], progress=False, cache=False)[0]
+        return self.encoder.encode([text], progress=False)[0]
+
+    def add(self, text: str, *, namespace: str, memory_id: Optional[str] = None,
+            principal: Optional[str] = None, supersedes: Iterable[Supersedes | str] = (),
+            allow_relearn: bool = False, **fields: Any) -> Memory:
+        """Embed and store a memory (fields as in :class:`Memory`); returns the stored record.
+
+        ``memory_id`` is scoped to ``namespace`` (default: a random id). A text that repeats
+        content forgotten in ``namespace`` is refused unless ``allow_relearn`` (the user's
+        renewed consent, audited as ``relearned``)."""
+        if memory_id is not None and (not isinstance(memory_id, str) or not memory_id):
+            raise ValueError(f"memory_id must be a non-empty string or None (a random id), got {memory_id!r}")
+        self._check_write(principal, namespace)
+        links = tuple(s if isinstance(s, Supersedes) else Supersedes(s) for s in supersedes)
+        for link in links:  # supersession stays inside the namespace
+            self._check_record_access(principal, link.memory_id, namespace)
+        parents = {}
+        for source in tuple(fields.get("derived_from", ())):
+            parents[source] = self._check_record_access(principal, source, prefer=namespace).namespace
+        memory = Memory(memory_id=memory_id or f"m-{uuid.uuid4().hex[:12]}", namespace=namespace,
+                        text=text, principal=principal, supersedes=links, **fields)
+        self._check_action_fields(memory)
+        stored = self.store.add(memory, self._embed(text), encoder=self.encoder_identity,
+                                allow_relearn=allow_relearn, parent_namespaces=parents)
+        self._refresh()
+        return stored
+
+    def add_many(self, texts: Iterable[str], *, namespace: str, principal: Optional[str] = None,
+                 fields: Optional[Iterable[Mapping[str, Any]]] = None,
+                 allow_relearn: bool = False) -> list[Memory]:
+        """Embed (one batch) and store several memories of one namespace in one write, all or
+        none; ``fields[i]`` are text i's record fields (``memory_id``, ``supersedes``, ... as in
+        :meth:`add`, whose rules apply to each)."""
+        self._check_write(principal, namespace)
+        texts = list(texts)
+        per = [dict(f) for f in fields] if fields is not None else [{} for _ in texts]
+        if len(per) != len(texts):
+            raise ValueError(f"{len(texts)} texts but {len(per)} field sets")
+        memories = []
+        parents: dict[str, str] = {}
+        for text, f in zip(texts, per):
+            self._check_text(text)
+            links = tuple(s if isinstance(s, Supersedes) else Supersedes(s) for s in f.pop("supersedes", ()))
+            for link in links:  # supersession stays inside the namespace
+                self._check_record_access(principal, link.memory_id, namespace)
+            for source in tuple(f.get("derived_from", ())):
+                parents[source] = self._check_record_access(principal, source, prefer=namespace).namespace
+            memory_id = f.pop("memory_id", None)
+            if memory_id is not None and (not isinstance(memory_id, str) or not memory_id):
+                raise ValueError(f"memory_id must be a non-empty string or None (a random id), got {memory_id!r}")
+            memory = Memory(memory_id=memory_id or f"m-{uuid.uuid4().hex[:12]}", namespace=namespace,
+                            text=text, principal=principal, supersedes=links, **f)
+            self._check_action_fields(memory)
+            memories.append(memory)
+        if not memories:
+            return []
+        vectors = self.encoder.encode(texts, progress=False)
+        stored = self.store.add_many(memories, vectors, encoder=self.encoder_identity,
+                                     allow_relearn=allow_relearn, parent_namespaces=parents)
+        self._refresh()
+        return stored
+
+    def _check_action_fields(self, memory: Memory) -> None:
+        if _actions is None:
+            return
+        fields_ = memory.action_fields()
+        fields_.pop("conflicts_with")
+        if fields_["lifecycle_state"] not in _actions.EXPOSED_LIFECYCLE_STATES:
+            fields_["lifecycle_state"] = "current"
+        try:
+            _actions.ActionInput.from_dict(fields_)
+        except _actions.ActionPolicyError as exc:
+            raise ValueError(f"memory {memory.memory_id!r}: {exc}") from None
+
+    def update(self, memory_id: str, expected_revision: int, *, principal: Optional[str] = None,
+               namespace: Optional[str] = None, allow_relearn: bool = False,
+               **changes: Any) -> Memory:
+        """Compare-and-set update (see :meth:`EmbeddedStore.update`); a new text is re-embedded.
+        ``namespace`` picks the record when the id is used in several of the principal's."""
+        record = self._check_record_access(principal, memory_id, namespace)
+        vector = self._embed(changes["text"]) if "text" in changes else None
+        updated = self.store.update(memory_id, expected_revision, vector=vector,
+                                    encoder=self.encoder_identity if vector is not None else None,
+                                    principal=principal, namespace=record.namespace,
+                                    allow_relearn=allow_relearn, **changes)
+        self._refresh()
+        return updated
+
+    def correct(self, memory_id: str, expected_revision: int, text: str, *,
+                principal: Optional[str] = None, namespace: Optional[str] = None,
+                allow_relearn: bool = False, **changes: Any) -> tuple[Memory, list[str]]:
+        """Correct a record's content; returns it and the ids now flagged for review."""
+        record = self._check_record_access(principal, memory_id, namespace)
+        out = self.store.correct(memory_id, expected_revision, text, self._embed(text),
+                                 encoder=self.encoder_identity, principal=principal,
+                                 namespace=record.namespace, allow_relearn=allow_relearn, **changes)
+        self._refresh()
+        return out
+
+    def retire(self, memory_id: str, expected_revision: int, *,
+               principal: Optional[str] = None,
+               namespace: Optional[str] = None) -> tuple[Memory, list[str]]:
+        record = self._check_record_access(principal, memory_id, namespace)
+        out = self.store.retire(memory_id, expected_revision, principal=principal,
+                                namespace=record.namespace)
+        self._refresh()
+        return out
+
+    def mark_reviewed(self, memory_id: str, expected_revision: int, *,
+                      principal: Optional[str] = None, namespace: Optional[str] = None) -> Memory:
+        record = self._check_record_access(principal, memory_id, namespace)
+        out = self.store.mark_reviewed(memory_id, expected_revision, principal=principal,
+                                       namespace=record.namespace)
+        self._refresh()
+        return out
+
+    def forget(self, memory_id: str, *, principal: Optional[str] = None,
+               directive_text: str = DEFAULT_DIRECTIVE, directive_id: Optional[str] = None,
+               expected_revision: Optional[int] = None, namespace: Optional[str] = None,
+               **directive_fields: Any) -> Memory:
+        """Forget a detail for good and keep the directive as a memory; returns the directive.
+
+        The store erases the record and every record derived from it (text, markers, vector)
+        and keeps keyed hashes of the erased content (the suppression list: a write repeating
+        it is refused, an answer repeating it is still flagged by :meth:`report_answer`). This
+        index drops their entries and precomputed gate parts, and their cached embeddings are
+        removed from the encoder's disk cache (query embeddings never enter it). The directive
+        text must not repeat the detail.
+        """
+        if directive_id is not None and (not isinstance(directive_id, str) or not directive_id):
+            raise ValueError(f"directive_id must be a non-empty string or None, got {directive_id!r}")
+        record = self._check_record_access(principal, memory_id, namespace)
+        directive_fields.setdefault("policy_tags", record.policy_tags)
+        directive_fields.setdefault("source_type", "correction")
+        directive_fields.setdefault("epistemic_status", "verified")
+        directive_fields.setdefault("evidence_strength", 1.0)
+        directive = Memory(
+            memory_id=directive_id or f"{memory_id}-forget", namespace=record.namespace,
+            text=directive_text, principal=principal, **directive_fields)
+        self._check_action_fields(directive)
+        stored = self.store.forget(memory_id, directive, self._embed(directive_text),
+                                   encoder=self.encoder_identity, expected_revision=expected_revision,
+                                   on_erased=lambda erased: self._purge_encoder_cache(erased.text))
+        self._refresh()
+        return stored
+
+    def _purge_encoder_cache(self, text: Optional[str]) -> None:
+        # memgate.model.encoder.EmbeddingCache has no delete yet: reach its SQLite connection.
+        db = getattr(getattr(self.encoder, "_cache", None), "_db", None)
+        if db is None or not text:
+            return
+        with db:
+            db.execute("PRAGMA secure_delete=ON")
+            db.execute("DELETE FROM emb WHERE h = ?", (text_hash(text),))
+
+
+__all__ = ["DEFAULT_DIRECTIVE", "WritePath"]
