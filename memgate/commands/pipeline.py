@@ -11,6 +11,7 @@ from typing import Optional, Sequence
 from memgate.commands.evaluate import evaluate
 from memgate.contract.config import load_config, resolve_path
 from memgate.datasets.datagen import generate, mine
+from memgate.eval.engine import CORE_ROUTES
 from memgate.model.encoder import set_offline_defaults
 from memgate.train.config import TrainConfig
 from memgate.train.run import train
@@ -43,7 +44,10 @@ def run_pipeline(
     fresh_data: bool = False,
     install_seconds: Optional[float] = None,
     n_boot: int = 10_000,
+    routes: Optional[Sequence[str]] = None,
 ) -> dict:
+    """Run the pipeline; ``routes`` None evaluates every core route (``make release``), a subset
+    evaluates only those (``make demo`` passes the headline routes)."""
     set_offline_defaults()
     config = load_config(TrainConfig, resolve_path("configs/train/default.yaml"), overrides)
     data_dir = resolve_path(config.data.data_dir)
@@ -68,7 +72,7 @@ def run_pipeline(
     timings["train"] = summary["seconds"]["train"]
     timings["headline"] = summary["seconds"]["headline"]
     t0 = time.perf_counter()
-    evaluate(export_dir, data_dir, report_dir, n_boot=n_boot)
+    evaluate(export_dir, data_dir, report_dir, n_boot=n_boot, routes=CORE_ROUTES if routes is None else tuple(routes))
     record_locomo_report(export_dir, report_dir)
     timings["evaluate"] = time.perf_counter() - t0
     timings["total (without install)"] = sum(v for k, v in timings.items() if k != "install")
