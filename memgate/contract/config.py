@@ -119,7 +119,15 @@ def from_dict(cls: Type[T], raw: dict, path: str = "") -> T:
     except (TypeError, ValueError) as exc:
         if isinstance(exc, ConfigError):
             raise
-        raise ConfigError(f"{path or cls.__name__}: {exc}") from None
+        raise ConfigError(_named(str(exc), cls.__name__, path)) from None
+
+
+def _named(message: str, class_name: str, path: str) -> str:
+    """A config class's own check names ``ClassName.field``; at ``path`` that is ``path.field``."""
+    if not path:
+        return f"{class_name}: {message}" if not message.startswith(f"{class_name}.") else message
+    message = message.replace(f"{class_name}.", f"{path}.")
+    return message if message.startswith(f"{path}.") else f"{path}: {message}"
 
 
 def to_dict(config: Any) -> dict:

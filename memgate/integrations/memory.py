@@ -35,6 +35,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from typing import Any, Optional
 
+from memgate.contract.defaults import RERANK_DEPTH
 from memgate.contract.records import QueryContext
 from memgate.integrations.catalog import Catalog
 from memgate.integrations.filters import check_filters
@@ -105,7 +106,7 @@ class Memory:
                  collection: str = "memgate", api_key: Optional[str] = None, gate: Any = "auto",
                  action_preset: str = "agent_default",
                  policy_rules: Optional[Mapping[str, Mapping]] = None, encoder: Any = None,
-                 rerank_depth: int = 200, fail_mode: str = "open", fsync: bool = True,
+                 rerank_depth: int = RERANK_DEPTH, fail_mode: str = "open", fsync: bool = True,
                  audit_log: Any = None):
         self._lock = threading.RLock()
         self.store = open_store(store, path=path, url=url, collection=collection, api_key=api_key,

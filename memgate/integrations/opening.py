@@ -19,6 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
+from memgate.contract.defaults import RERANK_DEPTH
 from memgate.integrations.gate_default import GateDecision, gate_default
 from memgate.model.encoder import Encoder, EncoderConfig, set_offline_defaults
 from memgate.retriever import GatedRetriever, RetrieverConfig, ann
@@ -105,7 +106,7 @@ def open_store(store: str = "embedded", *, path: Any = None, url: Optional[str] 
 
 def open_retriever(store: Any, *, encoder: Any = None, gate: Any = "auto",
                    policy_rules: Optional[Mapping[str, Mapping]] = None,
-                   action_preset: str = "agent_default", rerank_depth: int = 200,
+                   action_preset: str = "agent_default", rerank_depth: int = RERANK_DEPTH,
                    fail_mode: str = "open") -> tuple[Any, GateDecision]:
     """A :class:`GatedRetriever` over ``store`` with the agent defaults; the caller (the
     surface) is the trusted layer that sets each query's namespaces (no static ACL)."""

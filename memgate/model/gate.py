@@ -33,6 +33,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from memgate.model.architecture import ACTIVATIONS, FEATURE_SETS, MASK_KINDS, GateArchitecture
 from memgate.model.checkpoint_format import (
     FORMAT_VERSION,
     WEIGHTS_HASH_KEY,
@@ -47,10 +48,9 @@ FORMAT_NAME = "memgate-gate"
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 
-FEATURE_SETS = ("qv_prod", "no_prod", "v_only", "q_only")
-MASK_KINDS = ("vector", "scalar", "binary")
 _FEATURE_BLOCKS = {"qv_prod": 3, "no_prod": 2, "v_only": 1, "q_only": 1}
 _ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU, "silu": nn.SiLU, "tanh": nn.Tanh}
+assert tuple(_ACTIVATIONS) == ACTIVATIONS
 _ENCODER_KEYS = ("id", "revision", "normalize", "dim")
 
 ArrayLike = torch.Tensor | np.ndarray
@@ -61,75 +61,31 @@ ArrayLike = torch.Tensor | np.ndarray
 
 
 @dataclass(frozen=True)
-class MemGateConfig:
+class MemGateConfig(GateArchitecture):
     """Architecture and identity of a gate. Every field is a JSON primitive.
 
+    The architecture fields (hidden, n_layers, activation, dropout, init_bias, init_std,
+    features, mask_kind) are :class:`GateArchitecture`'s, documented there.
     dim: embedding dimension d of the frozen encoder.
-    hidden: width of each hidden layer.
-    n_layers: number of hidden layers (>= 1). Two layers of 256 (the default) give 0.46 M
-        parameters at d = 384; two of 512 give ~1.0 M at d = 384 and ~8.7 M (35 MB) at d = 4096,
-        the paper's scale.
-    activation: one of gelu, relu, silu, tanh.
-    dropout: dropout after each hidden activation (only active in train mode).
-    init_bias: b0, the initial bias of the last layer; sigmoid(4) ~= 0.982.
-    init_std: std of the normal init of the last layer's weights; (0, 1e-3] per docs/design.md section 4.
-    features: qv_prod ([q; v; q*v]), no_prod ([q; v]), v_only ([v]), q_only ([q]).
-    mask_kind: vector (one gate value per dimension), scalar (one value per memory, broadcast
-        over d) or binary (per dimension, hard 0/1: ``g > 0.5`` forward, the sigmoid's gradient
-        backward, a straight-through estimator; at initialisation every g is 1, the identity). A
-        scalar mask cancels in the gated cosine, so it never changes a score: it is a null
-        ablation that isolates what the per-dimension mask buys.
     eps: guard for the norms in the cosines.
     encoder_id / encoder_revision / encoder_normalize: which embeddings the gate was trained on.
     """
 
     dim: int = 384
-    hidden: int = 256
-    n_layers: int = 2
-    activation: str = "gelu"
-    dropout: float = 0.0
-    init_bias: float = 4.0
-    init_std: float = 1e-3
-    features: str = "qv_prod"
-    mask_kind: str = "vector"
     eps: float = 1e-8
     encoder_id: str | None = None
     encoder_revision: str | None = None
     encoder_normalize: bool | None = None
 
     def __post_init__(self) -> None:
-        for name in ("dim", "hidden", "n_layers"):
-            value = getattr(self, name)
-            if type(value) is not int or value < 1:
-                raise ValueError(f"MemGateConfig.{name} must be an int >= 1, got {value!r}")
-        for name in ("dropout", "init_bias", "init_std", "eps"):
-            value = getattr(self, name)
-            if type(value) not in (int, float) or not math.isfinite(value):
-                raise ValueError(f"MemGateConfig.{name} must be a finite number, got {value!r}")
-            object.__setattr__(self, name, float(value))
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"MemGateConfig.dropout must be in [0, 1), got {self.dropout!r}")
-        if not 0.0 < self.init_std <= 1e-3:
-            raise ValueError(
-                f"MemGateConfig.init_std must be in (0, 1e-3] (small but non-zero so that g ~= 1 "
-                f"at step 0 and gradients reach every layer), got {self.init_std!r}"
-            )
+        if type(self.dim) is not int or self.dim < 1:
+            raise ValueError(f"MemGateConfig.dim must be an int >= 1, got {self.dim!r}")
+        self._check_architecture()
+        if type(self.eps) not in (int, float) or not math.isfinite(self.eps):
+            raise ValueError(f"MemGateConfig.eps must be a finite number, got {self.eps!r}")
+        object.__setattr__(self, "eps", float(self.eps))
         if not 0.0 < self.eps < 1e-3:
             raise ValueError(f"MemGateConfig.eps must be in (0, 1e-3), got {self.eps!r}")
-        if self.activation not in _ACTIVATIONS:
-            raise ValueError(
-                f"MemGateConfig.activation must be one of {sorted(_ACTIVATIONS)}, "
-                f"got {self.activation!r}"
-            )
-        if self.features not in FEATURE_SETS:
-            raise ValueError(
-                f"MemGateConfig.features must be one of {list(FEATURE_SETS)}, got {self.features!r}"
-            )
-        if self.mask_kind not in MASK_KINDS:
-            raise ValueError(
-                f"MemGateConfig.mask_kind must be one of {list(MASK_KINDS)}, "
-                f"got {self.mask_kind!r}"
-            )
         for name in ("encoder_id", "encoder_revision"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value):
@@ -587,6 +543,7 @@ __all__ = [
     "FEATURE_SETS",
     "FORMAT_NAME",
     "FORMAT_VERSION",
+    "GateArchitecture",
     "MASK_KINDS",
     "straight_through",
     "GateOutput",

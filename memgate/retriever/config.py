@@ -13,6 +13,7 @@ from typing import Any, Optional
 import numpy as np
 
 from memgate.contract.admissibility import PolicyRules
+from memgate.contract.defaults import RERANK_DEPTH
 
 try:  # the allowed-actions module (docs/design.md section 3); the retriever works without it
     from memgate import actions as actions_module
@@ -29,7 +30,7 @@ class RetrieverConfig:
     policy_rules: the policy axis (tags -> purposes), part of the policy version.
     fail_mode: ``open`` keeps unresolved candidates (flagged with their unresolved axes);
         ``closed`` excludes them with reason ``unresolved:<axes>``.
-    rerank_depth: how many of the cosine's top candidates the gate re-scores (docs/design.md default 200).
+    rerank_depth: how many of the cosine's top candidates the gate re-scores (default ``memgate.contract.defaults.RERANK_DEPTH``, 200).
     use_gate: rank by the gate when one is loaded (False: plain cosine even with a gate).
     drop_threshold: ``"checkpoint"`` (the calibrated threshold recorded in the checkpoint, if
         any), ``None`` (never drop) or a number.
@@ -46,7 +47,7 @@ class RetrieverConfig:
 
     policy_rules: PolicyRules = field(default_factory=lambda: PolicyRules({}))
     fail_mode: str = "open"
-    rerank_depth: int = 200
+    rerank_depth: int = RERANK_DEPTH
     use_gate: bool = True
     drop_threshold: Any = "checkpoint"
     precompute: bool = True

@@ -2,66 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Optional
 
 from memgate.contract.config import ConfigError
 from memgate.contract.defaults import RERANK_DEPTH
-from memgate.model.gate import MemGateConfig
+from memgate.model.architecture import GateArchitecture
+from memgate.model.encoder import EncoderConfig
 from memgate.train.objective import LossConfig
 
-
-@dataclass(frozen=True)
-class EncoderSection:
-    model: str = "sentence-transformers/all-MiniLM-L6-v2"
-    revision: Optional[str] = None
-    batch_size: int = 64
-    normalize: bool = True
-    max_seq_length: Optional[int] = 128
-    device: str = "cpu"
-    cache_dir: Optional[str] = ".cache/embeddings"
-
-
-@dataclass(frozen=True)
-class GateSection:
-    hidden: int = 256
-    n_layers: int = 2
-    activation: str = "gelu"
-    dropout: float = 0.0
-    init_bias: float = 4.0
-    init_std: float = 1e-3
-    features: str = "qv_prod"
-    mask_kind: str = "vector"
-
-    def __post_init__(self) -> None:  # the gate's own checks, at load time, named gate.<key>
-        _checked("gate", "MemGateConfig", lambda: MemGateConfig(dim=8, **_fields(self)))
-
-
-@dataclass(frozen=True)
-class LossSection:
-    kind: str = "dpo"
-    beta: float = 1.0
-    temperature: float = 0.05
-    margin_weight: float = 0.5
-    preservation_weight: float = 0.1
-    preserve_negatives: bool = False
-    list_preservation_weight: float = 20.0  # w_list: ranking preservation on benign real lists
-    list_temperature: float = 0.05  # T_l of that term
-
-    def __post_init__(self) -> None:  # the loss's own checks, at load time, named loss.<key>
-        _checked("loss", "LossConfig", lambda: LossConfig(**_fields(self)))
-
-
-def _fields(section) -> dict:
-    return {f.name: getattr(section, f.name) for f in fields(section)}
-
-
-def _checked(prefix: str, class_name: str, build) -> None:
-    """Run ``build`` and turn its ValueError into a ConfigError naming the dotted config key."""
-    try:
-        build()
-    except ValueError as exc:
-        raise ConfigError(str(exc).replace(f"{class_name}.", f"{prefix}.")) from None
+# The encoder, gate and loss sections are the real config classes (EncoderConfig, the gate's
+# GateArchitecture, LossConfig): each field and default is declared once, by its owner, and
+# their own checks run at load time, the loader naming the dotted key (gate.hidden, loss.kind).
 
 
 TRIPLE_SOURCES = ("template", "mined", "gatemem")
@@ -145,9 +97,9 @@ class ExportSection:
 class TrainConfig:
     seed: int = 0
     real_data_root: Optional[str] = None  # default data/real in the repository (env MEMGATE_DATA)
-    encoder: EncoderSection = field(default_factory=EncoderSection)
-    gate: GateSection = field(default_factory=GateSection)
-    loss: LossSection = field(default_factory=LossSection)
+    encoder: EncoderConfig = field(default_factory=EncoderConfig)
+    gate: GateArchitecture = field(default_factory=GateArchitecture)
+    loss: LossConfig = field(default_factory=LossConfig)
     data: DataSection = field(default_factory=DataSection)
     optim: OptimSection = field(default_factory=OptimSection)
     trainer: TrainerSection = field(default_factory=TrainerSection)

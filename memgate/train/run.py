@@ -25,20 +25,19 @@ from memgate.datasets.real.io_guard import no_report_access
 from memgate.datasets.synthetic import load_split
 from memgate.eval.drop_calibration import calibrate_scorer, gate_suppression
 from memgate.eval.engine import headline_for_export, prepare
-from memgate.model.encoder import Encoder, EncoderConfig, set_offline_defaults
+from memgate.model.encoder import Encoder, set_offline_defaults
 from memgate.model.export import export_gate, git_state, versions, write_json, write_model_card
 from memgate.model.gate import MemGate, MemGateConfig
 from memgate.train.config import TrainConfig
 from memgate.train.curve import plot_training_curve
 from memgate.train.modules import BestGateSelection, Guard, MemGateModule, PreferenceDataModule, read_triples
 from memgate.train.monitor import TrainingMonitor, preflight
-from memgate.train.objective import LossConfig
 
 log = logging.getLogger(__name__)
 
 
 def encoder_from(config: TrainConfig) -> Encoder:
-    return Encoder(EncoderConfig(**asdict(config.encoder)), repo_root=REPO_ROOT)
+    return Encoder(config.encoder, repo_root=REPO_ROOT)
 
 
 def ensure_data(config: TrainConfig) -> Path:
@@ -246,7 +245,7 @@ def train(
     )
     gate = MemGate(gate_config)
     module = MemGateModule(
-        gate, LossConfig(**asdict(config.loss)), dm.embeddings, config.optim.lr,
+        gate, config.loss, dm.embeddings, config.optim.lr,
         config.optim.weight_decay, config.optim.warmup_steps,
         lists=dm.lists, lists_per_step=config.data.lists_per_step, seed=seed_value,
     )

@@ -36,7 +36,6 @@ from memgate.model.gate import MemGate, MemGateConfig
 from memgate.train.config import TrainConfig
 from memgate.train.modules import BestGateSelection, MemGateModule, PreferenceDataModule
 from memgate.train.monitor import TrainingMonitor, preflight
-from memgate.train.objective import LossConfig
 from memgate.train.run import build_trainer, encoder_from, run_record, write_curve
 from memgate.train.selection import selection_guards_for
 
@@ -151,7 +150,7 @@ def train_on_triples(
     gate = MemGate(MemGateConfig(dim=identity["dim"], encoder_id=identity["id"],
                                  encoder_revision=identity["revision"],
                                  encoder_normalize=identity["normalize"], **asdict(config.gate)))
-    module = MemGateModule(gate, LossConfig(**asdict(config.loss)), dm.embeddings, config.optim.lr,
+    module = MemGateModule(gate, config.loss, dm.embeddings, config.optim.lr,
                            config.optim.weight_decay, config.optim.warmup_steps, lists=dm.lists,
                            lists_per_step=config.data.lists_per_step, seed=seed_value)
     selection, monitor = BestGateSelection(guard), TrainingMonitor()
