@@ -1,5 +1,6 @@
 """Evaluate routes under the recall-constrained protocol.
 
+    memgate evaluate [--config configs/eval/default.yaml] [key=value ...]   (n_boot=1000, sweep.enabled=true, ...)
     python evaluate.py [--checkpoint checkpoints/memgate-minilm-l6] [--data data/default]
                        [--out reports/<name>] [--no-real] [--n-boot 10000]
                        [--sweep [--sweep-seeds 10] [--sweep-rows first_seed|all|none]]
@@ -24,13 +25,14 @@ from typing import Optional, Sequence
 
 import torch
 
-from memgate.contract.config import REPO_ROOT, resolve_path
+from memgate.contract.config import REPO_ROOT, ConfigError, load_config, resolve_path
 from memgate.contract.defaults import RERANK_DEPTH
 from memgate.contract.jsonl import write_jsonl
 from memgate.contract.progress import set_quiet
 from memgate.datasets.cases import load_cases
 from memgate.datasets.datagen import generate
 from memgate.datasets.synthetic import load_split, read_meta
+from memgate.eval.config import EvalConfig
 from memgate.eval.engine import (
     CORE_ROUTES,
     breakdowns,
@@ -208,7 +210,8 @@ CASE_ROUTES = ("global_dense", "namespace_dense", "current_only", "kleene_gate",
 
 def evaluate_cases(cases: Path, out_dir: Path, checkpoint: Optional[Path] = None,
                    n_boot: int = 10_000, seed: int = 0,
-                   routes: Optional[Sequence[str]] = None, sweep_seeds: int = 0) -> dict:
+                   routes: Optional[Sequence[str]] = None, sweep_seeds: int = 0,
+                   rerank_depth: int = RERANK_DEPTH) -> dict:
     """Evaluate only a verify-agent-memory cases file (no other data read or generated)."""
     prepared = [PreparedSource(c.source, c.memory_embeddings, c.query_embeddings) for c in load_cases(cases)]
     routes = list(routes or CASE_ROUTES)
@@ -216,82 +219,135 @@ def evaluate_cases(cases: Path, out_dir: Path, checkpoint: Optional[Path] = None
         # A gate whose dimension differs from the file's embeddings is skipped with a reason.
         routes += ["learned_gate", "learned_gate_namespace", "hybrid"]
     return evaluate(checkpoint, None, out_dir, routes=routes, real_sources=(),
-                    n_boot=n_boot, seed=seed, extra_sources=prepared, sweep_seeds=sweep_seeds)
+                    n_boot=n_boot, seed=seed, extra_sources=prepared, sweep_seeds=sweep_seeds,
+                    rerank_depth=rerank_depth)
 
 
-def evaluate_own_triples(args) -> int:
-    if not args.checkpoint:
+def evaluate_own_triples(config: EvalConfig, triples: Path, checkpoint_given: bool) -> int:
+    if not checkpoint_given:
         print("evaluate: --triples needs --checkpoint DIR (the gate to evaluate)", file=sys.stderr)
         return 2
-    triples = Path(args.triples)
-    out = Path(args.out) if args.out else resolve_path(f"reports/triples-{triples.stem}")
-    evaluate_triples(Path(args.checkpoint), triples, out, n_boot=args.n_boot, seed=args.seed)
+    out = Path(config.out) if config.out else resolve_path(f"reports/triples-{triples.stem}")
+    evaluate_triples(resolve_path(config.checkpoint), triples, out, n_boot=config.n_boot, seed=config.seed)
     print((out / "report.md").read_text())
     print(f"wrote {out}/report.md")
     return 0
 
 
+DEFAULT_CONFIG = "configs/eval/default.yaml"
+
+# flag -> the EvalConfig key it overrides (flags default to None: only the ones given override)
+FLAG_KEYS = {
+    "checkpoint": "checkpoint", "data": "data", "out": "out", "n_boot": "n_boot", "seed": "seed",
+    "threads": "threads", "rerank_depth": "rerank_depth", "sweep_seeds": "sweep.seeds",
+    "sweep_rows": "sweep.rows", "verifier_dev": "verifier.dev", "verifier_test": "verifier.test",
+    "verifier_depth": "verifier.depth",
+}
+
+
+PATH_FLAGS = ("checkpoint", "data", "out")
+
+
+def flag_overrides(args) -> list[str]:
+    """The flags given on the command line, as ``key=value`` overrides of the eval config."""
+    out = []
+    for flag, key in FLAG_KEYS.items():
+        value = getattr(args, flag)
+        if value is None:
+            continue
+        if flag in PATH_FLAGS:  # a path on the command line is relative to the working directory
+            value = str(Path(value).resolve())
+        out.append(f"{key}={json.dumps(value)}")  # JSON is YAML: a path stays a string
+    if args.routes:
+        out.append(f"routes={json.dumps(args.routes.split(','))}")
+    if args.no_real:
+        out.append("real_sources=[]")
+    if args.sweep:
+        out.append("sweep.enabled=true")
+    if args.verifier:
+        out.append(f"verifier.backends={json.dumps(args.verifier.split(','))}")
+    for item in args.verifier_config:
+        backend, _, path = item.partition("=")
+        out.append(f"verifier.configs.{backend}={json.dumps(path)}")
+    return out
+
+
 def main(argv=None, prog=None) -> int:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--checkpoint", default=None, help=f"gate export directory (default {DEFAULT_CHECKPOINT})")
-    parser.add_argument("--data", default=None, help=f"generated data directory (default {DEFAULT_DATA})")
+    parser.add_argument("--config", default=DEFAULT_CONFIG,
+                        help=f"evaluation config (default {DEFAULT_CONFIG}); key=value arguments and the "
+                             "flags below override its keys")
+    parser.add_argument("overrides", nargs="*", metavar="key=value",
+                        help="eval config overrides, e.g. n_boot=1000 routes=[global_dense,learned_gate]")
+    parser.add_argument("--checkpoint", default=None, help=f"gate export directory (key checkpoint; default {DEFAULT_CHECKPOINT})")
+    parser.add_argument("--data", default=None, help=f"generated data directory (key data; default {DEFAULT_DATA})")
     parser.add_argument("--cases", default=None, help="evaluate only this verify-agent-memory cases file")
     parser.add_argument("--triples", default=None,
                         help="evaluate the gate on your own triples (docs/workbench.md): preference accuracy "
                              "gated vs reference with group-bootstrap CIs, by category, and the suppression AUC")
     parser.add_argument("--quiet", action="store_true", help="no progress lines (also MEMGATE_QUIET=1)")
-    parser.add_argument("--out", default=None, help="output directory (default reports/<name>)")
-    parser.add_argument("--routes", default=None, help="comma-separated route names (default: all core routes)")
-    parser.add_argument("--no-real", action="store_true", help="skip the LoCoMo and GateMem report parts")
-    parser.add_argument("--n-boot", type=int, default=10_000, help="bootstrap replicates")
-    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed")
-    parser.add_argument("--threads", type=int, default=2, help="torch threads")
-    parser.add_argument("--rerank-depth", type=int, default=RERANK_DEPTH,
-                        help=f"cosine top candidates a gated route re-scores (default {RERANK_DEPTH})")
+    parser.add_argument("--out", default=None, help="output directory (key out; default reports/<name>)")
+    parser.add_argument("--routes", default=None, help="comma-separated route names (key routes; default: all core routes)")
+    parser.add_argument("--no-real", action="store_true", help="skip the LoCoMo and GateMem report parts (real_sources=[])")
+    parser.add_argument("--n-boot", type=int, default=None, help="bootstrap replicates (key n_boot; default 10000)")
+    parser.add_argument("--seed", type=int, default=None, help="bootstrap seed (key seed; default 0)")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (key threads; default 2)")
+    parser.add_argument("--rerank-depth", type=int, default=None,
+                        help=f"cosine top candidates a gated route re-scores (key rerank_depth; default {RERANK_DEPTH})")
     parser.add_argument("--sweep", action="store_true",
-                        help="also run the metadata corruption sweep (routes_sweep.jsonl; slow)")
-    parser.add_argument("--sweep-seeds", type=int, default=10, help="corruption seeds per rate")
-    parser.add_argument("--sweep-rows", default="none", choices=("first_seed", "all", "none"),
-                        help="which sweep runs write routes_sweep.jsonl rows (default none: seed 0 alone is ~340 MB on synthetic test)")
+                        help="also run the metadata corruption sweep (sweep.enabled; routes_sweep.jsonl; slow)")
+    parser.add_argument("--sweep-seeds", type=int, default=None, help="corruption seeds per rate (sweep.seeds; default 10)")
+    parser.add_argument("--sweep-rows", default=None, choices=("first_seed", "all", "none"),
+                        help="which sweep runs write routes_sweep.jsonl rows (sweep.rows; default none: seed 0 alone is ~340 MB on synthetic test)")
     parser.add_argument("--verifier", default=None,
-                        help="text-only verifier backends (comma-separated: local, openai, finetuned); "
-                             "adds text_verifier_<backend>[_abstain] routes on a hashed subsample "
-                             "(verifiers.md); off by default")
-    parser.add_argument("--verifier-dev", type=int, default=96, help="dev queries for calibration")
-    parser.add_argument("--verifier-test", type=int, default=288, help="test queries in the subsample")
-    parser.add_argument("--verifier-depth", type=int, default=30, help="cosine top-depth a verifier scores")
+                        help="text-only verifier backends (comma-separated: local, openai, finetuned; "
+                             "verifier.backends); adds text_verifier_<backend>[_abstain] routes on a hashed "
+                             "subsample (verifiers.md); off by default")
+    parser.add_argument("--verifier-dev", type=int, default=None, help="dev queries for calibration (verifier.dev; default 96)")
+    parser.add_argument("--verifier-test", type=int, default=None, help="test queries in the subsample (verifier.test; default 288)")
+    parser.add_argument("--verifier-depth", type=int, default=None, help="cosine top-depth a verifier scores (verifier.depth; default 30)")
     parser.add_argument("--verifier-config", action="append", default=[], metavar="BACKEND=FILE",
-                        help="config per backend (default configs/verifier/<backend>.yaml)")
+                        help="config per backend (verifier.configs.BACKEND; default configs/verifier/<backend>.yaml)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 
+    overrides = [*args.overrides, *flag_overrides(args)]
+    config = load_config(EvalConfig, resolve_path(args.config), overrides)
+    checkpoint_given = any(item.split("=", 1)[0] == "checkpoint" for item in overrides)
     if args.quiet:
         set_quiet()
     if args.triples:
-        return evaluate_own_triples(args)
-    routes = tuple(args.routes.split(",")) if args.routes else CORE_ROUTES
+        return evaluate_own_triples(config, Path(args.triples), checkpoint_given)
     if args.cases:
         cases = Path(args.cases)
-        out = Path(args.out) if args.out else resolve_path(f"reports/cases-{cases.stem}")
-        checkpoint = Path(args.checkpoint) if args.checkpoint else None
-        evaluate_cases(cases, out, checkpoint, n_boot=args.n_boot, seed=args.seed,
-                       routes=routes if args.routes else None,
-                       sweep_seeds=args.sweep_seeds if args.sweep else 0)
+        out = Path(config.out) if config.out else resolve_path(f"reports/cases-{cases.stem}")
+        # A cases file is evaluated with a gate only when one is named on the command line.
+        checkpoint = resolve_path(config.checkpoint) if checkpoint_given and config.checkpoint else None
+        evaluate_cases(cases, out, checkpoint, n_boot=config.n_boot, seed=config.seed,
+                       routes=config.routes, sweep_seeds=config.sweep.seeds if config.sweep.enabled else 0,
+                       rerank_depth=config.rerank_depth)
         print(f"wrote {out}/report.md")
         return 0
-    checkpoint = Path(args.checkpoint) if args.checkpoint else resolve_path(DEFAULT_CHECKPOINT)
-    data_dir = Path(args.data) if args.data else resolve_path(DEFAULT_DATA)
+    return run_config(config)
+
+
+def run_config(config: EvalConfig) -> int:
+    """Evaluate as ``config`` says (what ``memgate evaluate`` runs without --cases / --triples)."""
+    if config.checkpoint is None:
+        raise ConfigError("checkpoint: null needs --cases (a gate-free evaluation of a cases file)")
+    checkpoint = resolve_path(config.checkpoint)
+    data_dir = resolve_path(config.data)
     ensure_eval_data(checkpoint, data_dir)
-    out = Path(args.out) if args.out else resolve_path(f"reports/{checkpoint.name}")
-    evaluate(checkpoint, data_dir, out, routes=routes,
-             real_sources=() if args.no_real else ("locomo", "gatemem"),
-             n_boot=args.n_boot, seed=args.seed, num_threads=args.threads,
-             sweep_seeds=args.sweep_seeds if args.sweep else 0, sweep_rows=args.sweep_rows,
-             rerank_depth=args.rerank_depth,
-             verifiers=tuple(args.verifier.split(",")) if args.verifier else (),
-             verifier_options={"dev": args.verifier_dev, "test": args.verifier_test,
-                               "depth": args.verifier_depth,
-                               "configs": dict(c.split("=", 1) for c in args.verifier_config)})
+    out = resolve_path(config.out) if config.out else resolve_path(f"reports/{checkpoint.name}")
+    routes = config.routes or CORE_ROUTES
+    verifier = config.verifier
+    evaluate(checkpoint, data_dir, out, routes=routes, real_sources=config.real_sources,
+             real_data_root=config.real_data_root,
+             n_boot=config.n_boot, seed=config.seed, num_threads=config.threads,
+             sweep_seeds=config.sweep.seeds if config.sweep.enabled else 0, sweep_rows=config.sweep.rows,
+             rerank_depth=config.rerank_depth, verifiers=verifier.backends,
+             verifier_options={"dev": verifier.dev, "test": verifier.test, "depth": verifier.depth,
+                               "configs": dict(verifier.configs)})
     print((out / "report.md").read_text().split("## ")[1] if (out / "report.md").exists() else "")
     print(f"wrote {out}/report.md")
     return 0

@@ -109,6 +109,18 @@ def test_rerank_depth_has_one_default_and_evaluate_sets_it():
     assert inspect.signature(RouteRunner).parameters["rerank_depth"].default == RERANK_DEPTH
     assert SelectionSection().guard_rerank_depth == RERANK_DEPTH
     assert inspect.signature(evaluate).parameters["rerank_depth"].default == RERANK_DEPTH
+    from memgate.eval.config import EvalConfig
+    from memgate.integrations.memory import Memory
+    from memgate.integrations.opening import open_retriever
+    from memgate.retriever import RetrieverConfig
+
+    assert EvalConfig().rerank_depth == RetrieverConfig().rerank_depth == RERANK_DEPTH
+    for fn in (Memory.__init__, open_retriever):
+        assert inspect.signature(fn).parameters["rerank_depth"].default == RERANK_DEPTH
+    # no second literal default anywhere in the library
+    import re
+    literal = re.compile(r"rerank_depth\w*\s*(?::\s*int\s*)?=\s*\d")
+    assert not [p for p in (ROOT / "memgate").rglob("*.py") if literal.search(p.read_text())]
     assert "--rerank-depth" in subprocess.run(
         [sys.executable, "-m", "memgate", "evaluate", "--help"], cwd=ROOT, capture_output=True,
         text=True, check=True).stdout
