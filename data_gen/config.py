@@ -1,12 +1,14 @@
-"""Generator config: defaults, YAML loading, strict key checking and cross-field validation."""
+"""Generator config: the schema and defaults (dataclasses), strict YAML loading with ``key=value``
+overrides (memgate.contract.config), and cross-field validation."""
 
 from __future__ import annotations
 
-import copy
+from dataclasses import dataclass, field, make_dataclass
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
-import yaml
+from memgate.contract.config import ConfigError, from_dict, locate, to_dict
+from memgate.contract.config import load_config as strict_load
 
 INSTANCE_TYPES = (
     "cross_domain",
@@ -21,110 +23,142 @@ INSTANCE_TYPES = (
     "unknown_provenance",
 )
 
-DEFAULT_CONFIG: dict[str, Any] = {
-    "seed": 0,
-    "splits": {
-        "train": {"groups": 250},
-        "dev": {"groups": 16},
-        "test": {"groups": 52},
-    },
-    "group": {
-        "principals": [2, 4],  # inclusive range of principals per group
-        "instances": [6, 8],  # inclusive range of scenario instances per group
-        "types": ["household", "team", "organisation"],
-    },
-    # relative weight of each scenario instance type (superseded instances also carry history queries)
-    "scenario_weights": {name: 1.0 for name in INSTANCE_TYPES},
-    "queries": {
-        "risk": 3,  # risk queries per instance (distinct templates)
-        "beneficial": 3,  # beneficial-control queries per instance (as many as risk queries)
-        "history": 2,  # "how has it changed" queries per superseded instance (scenario history)
-        "unknown_intent_share": 0.1,  # risk/control queries of policy scenarios with intent "unknown"
-        "forgotten_history_share": 0.25,  # forgotten queries asked with history intent
-    },
-    "memories": {
-        "extra_risky_share": 0.8,  # a second negative (planted instruction / second ux memory)
-        "restatement_share": 0.6,  # a risky note or anchor stored twice, in two phrasings
-        "older_value_share": 0.5,  # superseded chains with an even older value
-        "optional_anchor_share": 0.8,  # a second required anchor where a topic has one
-        "shared_namespace_share": 0.3,  # anchors and state stored in <group>/shared
-        "past_phrasing_share": 0.4,  # superseded values phrased in the past tense (text-visible)
-        # scoped-supersession old values phrased past / with their end date (text-visible)
-        "scoped_past_phrasing_share": 0.4,
-        # superseded instances with an on-topic memory inadmissible for every intent (a belief, a
-        # cross-domain note, a personality trait): the text-visible negative of the history queries
-        "history_risky_share": 0.6,
-        "unresolved_relevance_share": 0.5,  # unknown-provenance notes with relevance "unresolved"
-    },
-    # share of policy-scenario negatives whose route-visible tag reveals the violation
-    "metadata_coverage": 0.5,
-    # share of superseded / forgotten / scoped memories whose released lifecycle reveals the state
-    "lifecycle_metadata_coverage": 0.6,
-    "triples": {
-        # a=False memories of the query's own instance are always negatives; memories of other
-        # instances of the group (the most word-overlapping first) are added per (query, m+):
-        "fallback_negatives": 1,  # ... when the query has no instance negative
-        "extra_negatives": 0,  # ... when it has one
-        # per-split override of extra_negatives: more (easier) volume for training only, so that
-        # dev/test triples stay the scenario pairs the hardness and preference figures are about
-        "extra_negatives_train": 1,
-    },
-    "heldout": {
-        "entity_group_share": 0.2,  # test groups drawn entirely from held-out entity pools
-        "instance_share": 0.3,  # other test instances with held-out templates (and topics)
-        "topic_share": 0.6,  # of those, the share that also use a held-out topic
-    },
-    "audit": {
-        "enabled": True,
-        "max_pairs": 8000,  # deterministic subsample per split
-        "folds": 5,
-        "c_grid": [0.1, 1.0, 10.0],
-    },
-    "real_text": {
-        # Real phrasing (issue 5): candidate rows from GateMem generator episodes (data_gen.real_text);
-        # data_gen.mine picks the negatives. Off in the code defaults (tests stay data-free);
-        # configs/data/default.yaml turns it on.
-        "enabled": False,
-        "source": "gatemem",
-        "real_data_root": None,  # None: MEMGATE_DATA, else data/real in the repository
-        "max_positives": 16,  # include-matched turns kept per checkpoint (seeded sample)
-        "negatives_per_positive": 1,  # mined triples per (query, m+) and relation
-        # benign lists for ranking preservation: "probe" (positives of the episode's checkpoints)
-        # or "wide" (every non-protected own-episode turn up to as_of; an ablation row)
-        "benign_lists": "probe",
-    },
+# The schema and its defaults, one dataclass per section (memgate.contract.config loads them:
+# unknown keys and wrong types raise naming the dotted key and file:line); the cross-field checks
+# are validate()'s. Generation reads the resolved config as a plain dict (resolve()).
+
+
+@dataclass(frozen=True)
+class SplitSize:
+    groups: int = 1
+
+
+@dataclass(frozen=True)
+class Splits:
+    train: SplitSize = field(default_factory=lambda: SplitSize(250))
+    dev: SplitSize = field(default_factory=lambda: SplitSize(16))
+    test: SplitSize = field(default_factory=lambda: SplitSize(52))
+
+
+@dataclass(frozen=True)
+class Group:
+    principals: list[int] = field(default_factory=lambda: [2, 4])  # inclusive range of principals per group
+    instances: list[int] = field(default_factory=lambda: [6, 8])  # inclusive range of scenario instances per group
+    types: list[str] = field(default_factory=lambda: ["household", "team", "organisation"])
+
+
+# relative weight of each scenario instance type (superseded instances also carry history queries)
+ScenarioWeights = make_dataclass(
+    "ScenarioWeights", [(name, float, field(default=1.0)) for name in INSTANCE_TYPES], frozen=True)
+
+
+@dataclass(frozen=True)
+class Queries:
+    risk: int = 3  # risk queries per instance (distinct templates)
+    beneficial: int = 3  # beneficial-control queries per instance (as many as risk queries)
+    history: int = 2  # "how has it changed" queries per superseded instance (scenario history)
+    unknown_intent_share: float = 0.1  # risk/control queries of policy scenarios with intent "unknown"
+    forgotten_history_share: float = 0.25  # forgotten queries asked with history intent
+
+
+@dataclass(frozen=True)
+class Memories:
+    extra_risky_share: float = 0.8  # a second negative (planted instruction / second ux memory)
+    restatement_share: float = 0.6  # a risky note or anchor stored twice, in two phrasings
+    older_value_share: float = 0.5  # superseded chains with an even older value
+    optional_anchor_share: float = 0.8  # a second required anchor where a topic has one
+    shared_namespace_share: float = 0.3  # anchors and state stored in <group>/shared
+    past_phrasing_share: float = 0.4  # superseded values phrased in the past tense (text-visible)
+    # scoped-supersession old values phrased past / with their end date (text-visible)
+    scoped_past_phrasing_share: float = 0.4
+    # superseded instances with an on-topic memory inadmissible for every intent (a belief, a
+    # cross-domain note, a personality trait): the text-visible negative of the history queries
+    history_risky_share: float = 0.6
+    unresolved_relevance_share: float = 0.5  # unknown-provenance notes with relevance "unresolved"
+
+
+@dataclass(frozen=True)
+class Triples:
+    # a=False memories of the query's own instance are always negatives; memories of other
+    # instances of the group (the most word-overlapping first) are added per (query, m+):
+    fallback_negatives: int = 1  # ... when the query has no instance negative
+    extra_negatives: int = 0  # ... when it has one
+    # per-split override of extra_negatives: more (easier) volume for training only, so that
+    # dev/test triples stay the scenario pairs the hardness and preference figures are about
+    extra_negatives_train: int = 1
+
+
+@dataclass(frozen=True)
+class Heldout:
+    entity_group_share: float = 0.2  # test groups drawn entirely from held-out entity pools
+    instance_share: float = 0.3  # other test instances with held-out templates (and topics)
+    topic_share: float = 0.6  # of those, the share that also use a held-out topic
+
+
+@dataclass(frozen=True)
+class Audit:
+    enabled: bool = True
+    max_pairs: int = 8000  # deterministic subsample per split
+    folds: int = 5
+    c_grid: list[float] = field(default_factory=lambda: [0.1, 1.0, 10.0])
+
+
+@dataclass(frozen=True)
+class RealText:
+    # Real phrasing (issue 5): candidate rows from GateMem generator episodes (data_gen.real_text);
+    # data_gen.mine picks the negatives. Off in the code defaults (tests stay data-free);
+    # configs/data/default.yaml turns it on.
+    enabled: bool = False
+    source: str = "gatemem"
+    real_data_root: Optional[str] = None  # None: MEMGATE_DATA, else data/real in the repository
+    max_positives: int = 16  # include-matched turns kept per checkpoint (seeded sample)
+    negatives_per_positive: int = 1  # mined triples per (query, m+) and relation
+    # benign lists for ranking preservation: "probe" (positives of the episode's checkpoints)
+    # or "wide" (every non-protected own-episode turn up to as_of; an ablation row)
+    benign_lists: str = "probe"
+
+
+@dataclass(frozen=True)
+class PhrasingSources:
+    phrasing_cross_domain: bool = False
+    phrasing_sycophancy: bool = False
+    phrasing_tool_drift: bool = False
+    phrasing_jailbreak: bool = False
+
+
+@dataclass(frozen=True)
+class RealPhrasing:
     # Real phrasing for the four risk categories (issue 15, data_gen.real_phrasing): every source
     # off by default; switch one on with real_phrasing.sources.<name>: true.
-    "real_phrasing": {
-        "sources": {name: False for name in ("phrasing_cross_domain", "phrasing_sycophancy",
-                                             "phrasing_tool_drift", "phrasing_jailbreak")},
-        "split_seed": 0,  # the sources' train/select/report split
-        "max_positives": 8,  # beneficial memories kept per query (seeded sample)
-        "max_negatives": 16,  # trap memories kept per query (seeded sample)
-        "negatives_per_positive": 1,  # mined triples per (query, m+)
-        "max_triples_per_source": 2000,
-        "real_data_root": None,  # None: MEMGATE_DATA, else data/real
-    },
-}
+    sources: PhrasingSources = field(default_factory=PhrasingSources)
+    split_seed: int = 0  # the sources' train/select/report split
+    max_positives: int = 8  # beneficial memories kept per query (seeded sample)
+    max_negatives: int = 16  # trap memories kept per query (seeded sample)
+    negatives_per_positive: int = 1  # mined triples per (query, m+)
+    max_triples_per_source: int = 2000
+    real_data_root: Optional[str] = None  # None: MEMGATE_DATA, else data/real
 
 
-class ConfigError(ValueError):
-    """A bad generator config; the message names the key."""
+@dataclass(frozen=True)
+class GeneratorConfig:
+    seed: int = 0
+    splits: Splits = field(default_factory=Splits)
+    group: Group = field(default_factory=Group)
+    scenario_weights: ScenarioWeights = field(default_factory=ScenarioWeights)
+    queries: Queries = field(default_factory=Queries)
+    memories: Memories = field(default_factory=Memories)
+    # share of policy-scenario negatives whose route-visible tag reveals the violation
+    metadata_coverage: float = 0.5
+    # share of superseded / forgotten / scoped memories whose released lifecycle reveals the state
+    lifecycle_metadata_coverage: float = 0.6
+    triples: Triples = field(default_factory=Triples)
+    heldout: Heldout = field(default_factory=Heldout)
+    audit: Audit = field(default_factory=Audit)
+    real_text: RealText = field(default_factory=RealText)
+    real_phrasing: RealPhrasing = field(default_factory=RealPhrasing)
 
 
-def _merge(base: dict, override: Mapping, path: str) -> dict:
-    out = copy.deepcopy(base)
-    for key, value in override.items():
-        where = f"{path}.{key}" if path else str(key)
-        if key not in base:
-            raise ConfigError(f"unknown config key {where!r}")
-        if isinstance(base[key], dict):
-            if not isinstance(value, Mapping):
-                raise ConfigError(f"config key {where!r} must be a mapping, got {value!r}")
-            out[key] = _merge(base[key], value, where)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
+DEFAULT_CONFIG: dict[str, Any] = to_dict(GeneratorConfig())  # the defaults as the dict generation reads
 
 
 def _share(cfg: dict, dotted: str) -> None:
@@ -208,21 +242,24 @@ def validate(cfg: dict) -> dict:
 
 
 def resolve(raw: Optional[Mapping] = None, seed: Optional[int] = None) -> dict:
-    """Defaults overridden by ``raw`` (unknown keys raise), then ``seed`` if given; validated."""
-    cfg = _merge(DEFAULT_CONFIG, raw or {}, "")
+    """Defaults overridden by ``raw`` (unknown keys and wrong types raise), then ``seed`` if given;
+    validated. Returns the plain dict generation reads."""
+    cfg = to_dict(from_dict(GeneratorConfig, dict(raw or {})))
     if seed is not None:
         cfg["seed"] = seed
     return validate(cfg)
 
 
-def load_config(path: Path, seed: Optional[int] = None) -> dict:
+def load_config(path: Path, seed: Optional[int] = None, overrides: Sequence[str] = ()) -> dict:
+    """The generator config in the YAML file ``path`` with ``key=value`` ``overrides`` (the
+    strict loader of memgate.contract.config); errors name the key and ``file:line``."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: no such config file")
-    raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    if not isinstance(raw, Mapping):
-        raise ConfigError(f"{path}: the config must be a YAML mapping")
+    overrides = list(overrides)
+    config = strict_load(GeneratorConfig, path, overrides)
     try:
-        return resolve(raw, seed)
+        return resolve(to_dict(config), seed)
     except ConfigError as exc:
-        raise ConfigError(f"{path}: {exc}") from None
+        where = locate(exc, path, overrides) or str(path)
+        raise ConfigError(f"{where}: {exc}") from None

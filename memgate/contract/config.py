@@ -186,7 +186,7 @@ def load_config(cls: Type[T], path: Optional[Union[str, Path]], overrides: Itera
         raise ConfigError(f"{where}: {exc}" if where else str(exc)) from None
 
 
-_KEY = re.compile(r"^(?:unknown config key\(s\): )?([A-Za-z_][\w.]*)(?:\[\d+\])*[:, (]")
+_KEY = re.compile(r"^(?:unknown config key\(s\): |config key ')?([A-Za-z_][\w.]*)(?:\[\d+\])*[':, (]")
 
 
 def locate(exc: ConfigError, path: Optional[Union[str, Path]], overrides: Sequence[str] = ()) -> str:
