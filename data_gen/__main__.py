@@ -1,4 +1,4 @@
-"""CLI: ``python -m data_gen --config configs/data/default.yaml --out <dir> [--seed N] [--preview N]``."""
+"""CLI: ``python -m data_gen --config configs/data/default.yaml --out <dir> [--seed N] [--preview N] [key=value ...]``."""
 
 from __future__ import annotations
 
@@ -22,9 +22,11 @@ def main(argv=None, prog=None) -> int:
                         help="print N samples per scenario (query, memories, labels); write nothing")
     parser.add_argument("--no-audit", action="store_true", help="skip the artefact audit (leaks still checked)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.add_argument("overrides", nargs="*", metavar="key=value",
+                        help="config overrides, e.g. splits.train.groups=20 real_text.enabled=false")
     args = parser.parse_args(argv)
     try:
-        cfg = load_config(args.config, args.seed)
+        cfg = load_config(args.config, args.seed, args.overrides)
     except ConfigError as exc:
         parser.exit(2, f"error: {exc}\n")
     if args.preview:

@@ -577,3 +577,18 @@ def test_mining_adds_hardness_without_touching_split_files(tmp_path):
     assert kinds.count("hard_negative") == kinds.count("hard_positive") > 0
     assert result["mined"]["mined_added"] == sum(1 for r in mined if r["source"] == "mined")
     assert after_meta["real_text_triples"] == 0 == result["mined"]["real_text_triples"]  # off in tiny
+
+
+def test_the_generator_config_takes_key_value_and_names_file_and_line(tmp_path):
+    """One strict loader (memgate.contract.config): overrides, and errors with the file:line."""
+    cfg = load_config(TINY, overrides=["splits.train.groups=3", "real_text.enabled=false"])
+    assert cfg["splits"]["train"]["groups"] == 3 and cfg["real_text"]["enabled"] is False
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("seed: 0\nmemories:\n  restatement_share: 1.5\n")
+    with pytest.raises(ConfigError, match=r"bad.yaml:3: config key 'memories.restatement_share' must be"):
+        load_config(bad)
+    bad.write_text("seed: 0\nqueries:\n  risk: three\n")
+    with pytest.raises(ConfigError, match=r"bad.yaml:3: queries.risk: expected an integer"):
+        load_config(bad)
+    with pytest.raises(ConfigError, match=r"override 'splits.dev.group=2'"):
+        load_config(TINY, overrides=["splits.dev.group=2"])
