@@ -8,8 +8,6 @@ import json
 import os
 import sys
 
-import yaml
-
 from memgate.studies.verifiers.finetune import finetune, load_finetune_config
 
 
@@ -20,11 +18,7 @@ def main(argv=None, prog=None) -> int:
     parser.add_argument("--config", default=None, help="default configs/verifier/finetune.yaml")
     parser.add_argument("overrides", nargs="*", help="key=value (YAML values)")
     args = parser.parse_args(argv)
-    overrides = {}
-    for item in args.overrides:
-        key, _, value = item.partition("=")
-        overrides[key] = yaml.safe_load(value)
-    info = finetune(load_finetune_config(args.config, overrides))
+    info = finetune(load_finetune_config(args.config, cli_overrides=args.overrides))
     print(json.dumps(info, indent=1, sort_keys=True))
     return 0
 

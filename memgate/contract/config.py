@@ -173,28 +173,38 @@ def load_yaml(path: Union[str, Path]) -> dict:
     return raw
 
 
-def load_config(cls: Type[T], path: Optional[Union[str, Path]], overrides: Iterable[str] = ()) -> T:
-    """``cls`` from the YAML file at ``path`` merged with ``key=value`` overrides; a bad key or value
-    raises ConfigError naming the dotted key and where it came from (``file:line`` or the override)."""
+def load_config(cls: Type[T], path: Optional[Union[str, Path]], overrides: Iterable[str] = (),
+                values: Optional[dict] = None) -> T:
+    """``cls`` from the YAML file at ``path`` merged with ``key=value`` overrides (then ``values``,
+    a nested dict of already-typed values from code); a bad key or value raises ConfigError naming
+    the dotted key and where it came from (``file:line`` or the override)."""
     raw = load_yaml(path) if path is not None else {}
     overrides = list(overrides)
     raw = deep_merge(raw, parse_overrides(overrides))
+    raw = deep_merge(raw, dict(values or {}))
     try:
         return from_dict(cls, raw)
     except ConfigError as exc:
-        where = locate(exc, path, overrides)
+        where = locate(exc, path, overrides, values)
         raise ConfigError(f"{where}: {exc}" if where else str(exc)) from None
 
 
 _KEY = re.compile(r"^(?:unknown config key\(s\): |config key ')?([A-Za-z_][\w.]*)(?:\[\d+\])*[':, (]")
 
 
-def locate(exc: ConfigError, path: Optional[Union[str, Path]], overrides: Sequence[str] = ()) -> str:
-    """Where the key an error names was set: ``file:line``, ``key=value`` (the command line), or ''."""
+def locate(exc: ConfigError, path: Optional[Union[str, Path]], overrides: Sequence[str] = (),
+           values: Optional[dict] = None) -> str:
+    """Where the key an error names was set: ``file:line``, ``key=value`` (the command line), or ''
+    (a value passed from code, or a default)."""
     match = _KEY.match(str(exc))
     if not match:
         return ""
     key = match.group(1)
+    node: Any = values or {}
+    for part in key.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    if node is not None:
+        return ""
     for item in overrides:
         if item.split("=", 1)[0] == key:
             return f"override {item!r}"

@@ -38,7 +38,7 @@ def test_training_pairs_map_labels_to_answer_words(tmp_path):
 
 
 def test_config_rejects_unknown_keys():
-    with pytest.raises(ValueError, match="unknown fine-tuning keys"):
+    with pytest.raises(ValueError, match=r"unknown config key\(s\): epochz"):
         load_finetune_config(overrides={"epochz": 1})
 
 
@@ -83,3 +83,24 @@ def test_a_full_run_is_reportable_only_on_the_data_it_was_trained_on(tmp_path):
     ok, reason = training_status(tmp_path, "bbbb2222")
     assert not ok and "aaaa1111" in reason and "bbbb2222" in reason
     assert build_verifier("finetuned", {"model_dir": str(tmp_path)}, data_hash="bbbb2222").startswith(NOT_TRAINED)
+
+
+def test_verifier_configs_go_through_the_strict_loader(tmp_path):
+    """configs/verifier/*.yaml: the backend constructor owns the defaults; a bad key or type is
+    one error naming the key and file:line."""
+    from memgate.contract.config import ConfigError
+    from memgate.studies.verifiers.factory import load_config
+
+    assert load_config("local")["batch_size"] == 32 and load_config("finetuned", batch_size=4)["batch_size"] == 4
+    bad = tmp_path / "local.yaml"
+    bad.write_text("backend: local\ndevice: cpu\nbatch_size: many\n")
+    with pytest.raises(ConfigError, match=r"local.yaml:3: batch_size: expected an integer"):
+        load_config("local", bad)
+    bad.write_text("backend: local\nmodle: x\n")
+    with pytest.raises(ConfigError, match=r"local.yaml:2: unknown config key\(s\): modle"):
+        load_config("local", bad)
+    bad.write_text("backend: openai\n")
+    with pytest.raises(ConfigError, match=r"local.yaml:1: backend 'openai' does not match 'local'"):
+        load_config("local", bad)
+    with pytest.raises(ConfigError, match=r"override 'lora_r=big'"):
+        load_finetune_config(cli_overrides=["lora_r=big"])

@@ -1,14 +1,17 @@
-"""Build a verifier from ``configs/verifier/<backend>.yaml`` (unknown keys raise)."""
+"""Build a verifier from ``configs/verifier/<backend>.yaml`` (the strict config loader: unknown keys
+and wrong types raise naming the key and file:line)."""
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import json
+import typing
 from pathlib import Path
 from typing import Optional, Union
 
-import yaml
-
-from memgate.contract.config import resolve_path
+from memgate.contract.config import ConfigError, load_yaml, resolve_path, yaml_line
+from memgate.contract.config import load_config as strict_load
 from memgate.studies.verifiers.base import Verifier
 from memgate.studies.verifiers.local import LocalVerifier
 
@@ -22,21 +25,45 @@ CONFIG_KEYS = {
 NOT_TRAINED = "not trained"
 
 
-def load_config(backend: str, path: Optional[Union[str, Path]] = None, **overrides) -> dict:
+def _constructor(backend: str):
+    if backend == "openai":  # the verifier extra (httpx, openai)
+        from memgate.studies.verifiers.openai_backend import OpenAIVerifier
+
+        return OpenAIVerifier.__init__
+    return LocalVerifier.__init__
+
+
+def config_class(backend: str) -> type:
+    """The config dataclass of ``backend``: its keys (CONFIG_KEYS) with the types and defaults of
+    the verifier's constructor, which owns them (finetuned: ``model_dir`` is required)."""
     if backend not in CONFIG_KEYS:
-        raise ValueError(f"unknown verifier backend {backend!r}; known: {sorted(CONFIG_KEYS)}")
+        raise ConfigError(f"unknown verifier backend {backend!r}; known: {sorted(CONFIG_KEYS)}")
+    ctor = _constructor(backend)
+    hints = typing.get_type_hints(ctor)
+    params = inspect.signature(ctor).parameters
+    specs: list = [("model_dir", str)] if backend == "finetuned" else []
+    for name, param in params.items():
+        if name in CONFIG_KEYS[backend] and name not in ("backend", "model_dir"):
+            default = param.default
+            specs.append((name, hints.get(name, typing.Any)) if default is inspect.Parameter.empty
+                         else (name, hints.get(name, typing.Any), dataclasses.field(default=default)))
+    specs.append(("backend", str, dataclasses.field(default=backend)))
+    specs.sort(key=lambda spec: len(spec) == 3)  # fields without a default first
+    return dataclasses.make_dataclass(f"{backend.capitalize()}VerifierConfig", specs, frozen=True)
+
+
+def load_config(backend: str, path: Optional[Union[str, Path]] = None, **overrides) -> dict:
+    """The keys set in ``configs/verifier/<backend>.yaml`` (or ``path``) and ``overrides``, checked
+    by the strict loader (memgate.contract.config): an unknown key or a wrong type raises one
+    ConfigError naming the key and ``file:line``. Unset keys are left to the constructor."""
+    cls = config_class(backend)
     path = resolve_path(path or f"configs/verifier/{backend}.yaml")
-    raw = yaml.safe_load(Path(path).read_text()) or {}
-    if not isinstance(raw, dict):
-        raise ValueError(f"{path}: a verifier config must be a mapping")
-    raw.update(overrides)
-    unknown = sorted(set(raw) - CONFIG_KEYS[backend])
-    if unknown:
-        raise ValueError(f"{path}: unknown keys {unknown} for backend {backend!r}; allowed: "
-                         f"{sorted(CONFIG_KEYS[backend])}")
-    if raw.get("backend", backend) != backend:
-        raise ValueError(f"{path}: backend {raw['backend']!r} does not match {backend!r}")
-    return raw
+    raw = {**load_yaml(path), **overrides}
+    config = strict_load(cls, path, values=overrides)
+    if config.backend != backend:
+        raise ConfigError(f"{path}:{yaml_line(Path(path), ['backend'])}: backend {config.backend!r} "
+                          f"does not match {backend!r}")
+    return {key: getattr(config, key) for key in raw}
 
 
 def training_status(model_dir: Union[str, Path], data_hash: Optional[str] = None) -> tuple[bool, str]:

@@ -21,35 +21,49 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
-import yaml
-
-from memgate.contract.config import resolve_path
+from memgate.contract.config import load_config, resolve_path
 from memgate.contract.seeding import component_seed
 from memgate.datasets.synthetic import load_split, read_meta
 from memgate.studies.verifiers.base import truncate_utf8
 from memgate.studies.verifiers.local import LocalVerifier
 from memgate.studies.verifiers.prompts import LOCAL_TARGET_WORD
 
-DEFAULTS = {
-    "base_model": None, "data": "data/default", "out": "runs/verifier-smollm2-135m-sft", "epochs": 1.0,
-    "max_steps": -1, "max_pairs": None, "learning_rate": 2e-4, "batch_size": 16, "grad_accum": 1,
-    "lora": True, "lora_r": 16, "lora_alpha": 32, "lora_dropout": 0.05, "max_bytes": 2048, "seed": 0,
-    "device": "auto",
-}
+
+@dataclass(frozen=True)
+class FinetuneConfig:
+    """``configs/verifier/finetune.yaml`` (documented there), loaded by the strict config loader."""
+
+    base_model: Optional[str] = None
+    data: str = "data/default"
+    out: str = "runs/verifier-smollm2-135m-sft"
+    epochs: float = 1.0
+    max_steps: int = -1
+    max_pairs: Optional[int] = None
+    learning_rate: float = 2e-4
+    batch_size: int = 16
+    grad_accum: int = 1
+    lora: bool = True
+    lora_r: int = 16
+    lora_alpha: int = 32
+    lora_dropout: float = 0.05
+    max_bytes: int = 2048
+    seed: int = 0
+    device: str = "auto"
 
 
-def load_finetune_config(path: Optional[str] = None, overrides: Optional[dict] = None) -> dict:
-    cfg = dict(DEFAULTS)
-    raw = yaml.safe_load(resolve_path(path or "configs/verifier/finetune.yaml").read_text()) or {}
-    raw.update(overrides or {})
-    unknown = sorted(set(raw) - set(DEFAULTS))
-    if unknown:
-        raise ValueError(f"unknown fine-tuning keys {unknown}; allowed: {sorted(DEFAULTS)}")
-    cfg.update(raw)
-    return cfg
+DEFAULTS = asdict(FinetuneConfig())
+
+
+def load_finetune_config(path: Optional[str] = None, overrides: Optional[dict] = None,
+                         cli_overrides: Sequence[str] = ()) -> dict:
+    """The fine-tuning config: the file, then ``key=value`` ``cli_overrides``, then ``overrides``
+    (typed values from code); an unknown key or a wrong type raises naming it and file:line."""
+    path = resolve_path(path or "configs/verifier/finetune.yaml")
+    return asdict(load_config(FinetuneConfig, path, cli_overrides, values=overrides))
 
 
 def answer_word(admissible) -> str:
