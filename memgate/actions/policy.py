@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping, Optional, Union
 
-import yaml
-
 from memgate.actions.inputs import ACTION_ORDER, SOURCE_TYPES, ActionPolicyError, _check_choice
 from memgate.actions.presets import Preset, _preset_from_dict
+from memgate.contract.config import ConfigError, load_config, load_yaml, yaml_line
 
 DEFAULT_POLICY_PATH = Path(__file__).with_name("action_policy.yaml")
 
@@ -35,7 +35,9 @@ class ActionPolicy:
     source: Optional[str] = None
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any], source: Optional[str] = None) -> "ActionPolicy":
+    def from_dict(cls, raw: Mapping[str, Any], source: Optional[str] = None,
+                  path: Optional[Path] = None) -> "ActionPolicy":
+        """The policy in ``raw``; errors name the field (and, given the file ``path``, its line)."""
         where = f"action policy {source or '<dict>'}: "
         try:
             if not isinstance(raw, Mapping):
@@ -73,6 +75,9 @@ class ActionPolicy:
                 raise ActionPolicyError("field 'presets' must be a non-empty mapping")
             presets = {name: _preset_from_dict(name, spec) for name, spec in presets_raw.items()}
         except ActionPolicyError as exc:
+            line = _line_of(path, str(exc)) if path is not None else None
+            if line is not None:
+                where = f"action policy {source or path}:{line}: "
             raise ActionPolicyError(where + str(exc)) from None
         return cls(
             version=version,
@@ -92,17 +97,45 @@ class ActionPolicy:
         return self.presets[preset]
 
 
+@dataclass(frozen=True)
+class PolicyFile:
+    """The top level of a policy file, read by the strict config loader (memgate.contract.config):
+    an unknown key or a wrongly typed section is one error naming it and file:line. What the
+    sections hold is checked by :meth:`ActionPolicy.from_dict`."""
+
+    version: Optional[str] = None
+    action_order: Optional[list[str]] = None
+    authority: Optional[dict[str, int]] = None
+    rules: Optional[dict[str, str]] = None
+    presets: Optional[dict[str, dict]] = None
+
+
+_FIELD = re.compile(r"^(?:preset '([^']+)': )?(?:field '([^']+)')?")
+
+
+def _line_of(path: Path, message: str) -> Optional[int]:
+    """The line of the field an ActionPolicyError names (``preset 'p': field 'a.b'``)."""
+    match = _FIELD.match(message)
+    preset, field = match.groups() if match else (None, None)
+    keys = (["presets", preset] if preset else []) + (field.split(".") if field else [])
+    return yaml_line(path, keys) if keys else None
+
+
+def _load(path: Path, source: str) -> ActionPolicy:
+    try:
+        load_config(PolicyFile, path)
+    except ConfigError as exc:
+        raise ActionPolicyError(f"action policy {exc}") from None
+    return ActionPolicy.from_dict(load_yaml(path), source=source, path=path)
+
+
 def load_policy(path: Union[str, Path, None] = None) -> ActionPolicy:
     """Load a policy file (default: the bundled ``memgate/actions/action_policy.yaml``)."""
     if path is None:
         return _default_policy()
-    path = Path(path)
-    with path.open(encoding="utf-8") as handle:
-        return ActionPolicy.from_dict(yaml.safe_load(handle), source=str(path))
+    return _load(Path(path), str(path))
 
 
 @lru_cache(maxsize=1)
 def _default_policy() -> ActionPolicy:
-    with DEFAULT_POLICY_PATH.open(encoding="utf-8") as handle:
-        return ActionPolicy.from_dict(yaml.safe_load(handle), source=DEFAULT_POLICY_PATH.name)
-
+    return _load(DEFAULT_POLICY_PATH, DEFAULT_POLICY_PATH.name)

@@ -550,3 +550,19 @@ def test_documented_figures_match_the_record():
             assert row in text, f"{doc.name}: expected the row {row!r}"
         checked += 1
     assert checked >= 1
+
+
+def test_a_bad_policy_file_names_the_field_and_its_line(tmp_path):
+    """load_policy reads the file with the strict config loader: one error, field and file:line."""
+    from memgate.actions import load_policy
+
+    text = DEFAULT_POLICY_PATH.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    bad = tmp_path / "policy.yaml"
+    bad.write_text(text.replace("conflict_outranked: warn", "conflict_outranked: maybe", 1))
+    line = next(i for i, x in enumerate(lines, 1) if x.startswith("  conflict_outranked:"))
+    with pytest.raises(ActionPolicyError, match=rf"policy.yaml:{line}: field 'rules.conflict_outranked'"):
+        load_policy(bad)
+    bad.write_text(text + "\nextra_rules: {}\n")
+    with pytest.raises(ActionPolicyError, match=rf"policy.yaml:{len(lines) + 2}: unknown config key\(s\): extra_rules"):
+        load_policy(bad)
