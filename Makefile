@@ -23,7 +23,7 @@ export TRANSFORMERS_OFFLINE ?= 1
 export WANDB_MODE ?= offline
 export PYTHONHASHSEED ?= 0
 
-.PHONY: install test test-fast demo release bench lint clean actions ablations
+.PHONY: install test test-fast demo release bench lint clean actions ablations docs
 
 install: $(STAMP)
 
@@ -56,6 +56,9 @@ actions: $(STAMP)
 
 ablations: $(STAMP)
 	$(BIN)/python -m memgate ablations --grid small
+
+docs: $(STAMP)
+	$(BIN)/python -m memgate docs --out build/docs
 
 lint: $(STAMP)
 	$(BIN)/ruff check memgate data_gen tests train.py evaluate.py

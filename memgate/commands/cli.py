@@ -40,6 +40,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "verifiers": ("memgate.commands.verifier_study", "run the text-only verifier study alone"),
     "finetune-verifier": ("memgate.commands.verifier_finetune", "fine-tune the local verifier (TRL)"),
     "readers": ("memgate.commands.readers", "the exposure -> disclosure reader study"),
+    "docs": ("memgate.commands.docs", "build the API reference from the docstrings (build/docs, offline)"),
 }
 
 # a missing third-party module -> the extra that installs it
@@ -48,6 +49,7 @@ EXTRA_OF = {
     "openai": "verifier", "trl": "verifier", "peft": "verifier", "gguf": "verifier",
     "qdrant_client": "qdrant", "uvicorn": "serve", "fastapi": "serve", "mcp": "serve",
     "langgraph": "langgraph", "hnswlib": "ann", "datasets": "workbench", "tensorboard": "workbench",
+    "pdoc": "dev",
 }
 CHECKOUT_ONLY = {"data_gen", "benchmarks"}  # top-level folders of the repository, not in the wheel
 
