@@ -158,7 +158,6 @@ class GeneratorConfig:
     real_phrasing: RealPhrasing = field(default_factory=RealPhrasing)
 
 
-DEFAULT_CONFIG: dict[str, Any] = to_dict(GeneratorConfig())  # the defaults as the dict generation reads
 
 
 def _share(cfg: dict, dotted: str) -> None:
