@@ -272,7 +272,7 @@ def flag_overrides(args) -> list[str]:
     return out
 
 
-def main(argv=None, prog=None) -> int:
+def build_parser(prog=None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default=DEFAULT_CONFIG,
                         help=f"evaluation config (default {DEFAULT_CONFIG}); key=value arguments and the "
@@ -308,7 +308,11 @@ def main(argv=None, prog=None) -> int:
     parser.add_argument("--verifier-depth", type=int, default=None, help="cosine top-depth a verifier scores (verifier.depth; default 30)")
     parser.add_argument("--verifier-config", action="append", default=[], metavar="BACKEND=FILE",
                         help="config per backend (verifier.configs.BACKEND; default configs/verifier/<backend>.yaml)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None, prog=None) -> int:
+    args = build_parser(prog).parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 
     overrides = [*args.overrides, *flag_overrides(args)]

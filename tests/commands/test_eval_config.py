@@ -19,24 +19,9 @@ def test_the_default_file_states_the_code_defaults():
 
 
 def _parsed(argv):
-    import argparse
+    from memgate.commands.evaluate import build_parser
 
-    from memgate.commands import evaluate
-
-    seen = {}
-
-    def keep(self, args=None, namespace=None):
-        seen["args"] = original(self, args, namespace)
-        raise SystemExit(0)
-
-    original = argparse.ArgumentParser.parse_args
-    argparse.ArgumentParser.parse_args = keep
-    try:
-        with pytest.raises(SystemExit):
-            evaluate.main(argv)
-    finally:
-        argparse.ArgumentParser.parse_args = original
-    return seen["args"]
+    return build_parser().parse_args(argv)
 
 
 def test_flags_and_key_value_set_the_same_keys(tmp_path):
