@@ -85,6 +85,7 @@ def evaluate(
     verifiers: Sequence[str] = (),
     verifier_options: Optional[dict] = None,
     rerank_depth: int = RERANK_DEPTH,
+    gate_threads: Optional[int] = None,
 ) -> dict:
     set_offline_defaults()
     torch.set_num_threads(num_threads)
@@ -103,7 +104,8 @@ def evaluate(
             drop_threshold = float("inf") if threshold is None else float(threshold)
         encoder = encoder_for_gate(gate)
     settings = EvalSettings(routes=list(routes), n_boot=n_boot, seed=seed,
-                            drop_threshold=drop_threshold, rerank_depth=rerank_depth)
+                            drop_threshold=drop_threshold, rerank_depth=rerank_depth,
+                            gate_threads=gate_threads)
 
     prepared: list[PreparedSource] = list(extra_sources)
     if data_dir is not None:
@@ -349,7 +351,8 @@ def run_config(config: EvalConfig) -> int:
              real_data_root=config.real_data_root,
              n_boot=config.n_boot, seed=config.seed, num_threads=config.threads,
              sweep_seeds=config.sweep.seeds if config.sweep.enabled else 0, sweep_rows=config.sweep.rows,
-             rerank_depth=config.rerank_depth, verifiers=verifier.backends,
+             rerank_depth=config.rerank_depth, gate_threads=config.gate_threads,
+             verifiers=verifier.backends,
              verifier_options={"dev": verifier.dev, "test": verifier.test, "depth": verifier.depth,
                                "configs": dict(verifier.configs)})
     print((out / "report.md").read_text().split("## ")[1] if (out / "report.md").exists() else "")

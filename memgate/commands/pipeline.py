@@ -45,9 +45,11 @@ def run_pipeline(
     install_seconds: Optional[float] = None,
     n_boot: int = 10_000,
     routes: Optional[Sequence[str]] = None,
+    gate_threads: Optional[int] = None,
 ) -> dict:
     """Run the pipeline; ``routes`` None evaluates every core route (``make release``), a subset
-    evaluates only those (``make demo`` passes the headline routes)."""
+    evaluates only those (``make demo`` passes the headline routes); ``gate_threads`` sets the torch
+    threads of the gated routes' scoring (None: the evaluation's)."""
     set_offline_defaults()
     config = load_config(TrainConfig, resolve_path("configs/train/default.yaml"), overrides)
     data_dir = resolve_path(config.data.data_dir)
@@ -72,7 +74,8 @@ def run_pipeline(
     timings["train"] = summary["seconds"]["train"]
     timings["headline"] = summary["seconds"]["headline"]
     t0 = time.perf_counter()
-    evaluate(export_dir, data_dir, report_dir, n_boot=n_boot, routes=CORE_ROUTES if routes is None else tuple(routes))
+    evaluate(export_dir, data_dir, report_dir, n_boot=n_boot,
+             routes=CORE_ROUTES if routes is None else tuple(routes), gate_threads=gate_threads)
     record_locomo_report(export_dir, report_dir)
     timings["evaluate"] = time.perf_counter() - t0
     timings["total (without install)"] = sum(v for k, v in timings.items() if k != "install")

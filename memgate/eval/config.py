@@ -65,6 +65,7 @@ class EvalConfig:
     seed: int = 0  # bootstrap seed
     threads: int = 2  # torch threads
     rerank_depth: int = RERANK_DEPTH  # cosine top candidates a gated route re-scores
+    gate_threads: Optional[int] = None  # torch threads of the gated routes' scoring (null: threads)
     sweep: SweepSection = field(default_factory=SweepSection)
     verifier: VerifierSection = field(default_factory=VerifierSection)
 
@@ -72,6 +73,8 @@ class EvalConfig:
         for key in ("n_boot", "threads", "rerank_depth"):
             if getattr(self, key) < 1:
                 raise ConfigError(f"{key} must be >= 1, got {getattr(self, key)!r}")
+        if self.gate_threads is not None and self.gate_threads < 1:
+            raise ConfigError(f"gate_threads must be >= 1 or null, got {self.gate_threads!r}")
         if self.seed < 0:
             raise ConfigError(f"seed must be >= 0, got {self.seed!r}")
         unknown = sorted(set(self.real_sources) - set(REAL_SOURCES))

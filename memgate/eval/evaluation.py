@@ -48,6 +48,7 @@ class EvalSettings:
     classifier: Optional[object] = None  # EmbedClassifier for the embed_classifier routes
     classifier_threshold: Optional[float] = None
     verifiers: Optional[dict] = None  # backend -> VerifierRouteScorer (text_verifier_* routes)
+    gate_threads: Optional[int] = None  # torch threads of the gated routes' scoring (None: the caller's)
 
 
 @dataclass
@@ -84,7 +85,7 @@ def run_source(prepared: PreparedSource, settings: EvalSettings, gate=None) -> S
     view = source.route_view()
     scorer = None
     if gate is not None and gate.config.dim == prepared.memory_vectors.shape[1]:
-        scorer = GateScorer(gate, prepared.memory_vectors, prepared.query_vectors)
+        scorer = GateScorer(gate, prepared.memory_vectors, prepared.query_vectors, threads=settings.gate_threads)
     classifier_scorer = None
     if settings.classifier is not None and settings.classifier.model.n_features_in_ == 3 * prepared.memory_vectors.shape[1]:
         classifier_scorer = ClassifierScorer(settings.classifier, prepared.memory_vectors,

@@ -29,6 +29,7 @@ def test_demo_evaluates_the_headline_routes_and_prints_the_headline(monkeypatch,
     assert tuple(call["routes"]) == HEADLINE_ROUTES and set(HEADLINE_ROUTES) < set(CORE_ROUTES)
     assert call["overrides"] == ["export.name=memgate-demo", "optim.max_epochs=1"]
     assert call["n_boot"] == 1_000
+    assert call["gate_threads"] == 1  # the gated routes score on one torch thread
     out = capsys.readouterr().out
     assert "synthetic test headline" in out and "learned_gate" in out
 
@@ -38,5 +39,6 @@ def test_demo_all_routes_is_the_release_route_set(monkeypatch):
 
     calls: list = []
     monkeypatch.setattr(demo, "run_pipeline", _recording(calls))
-    assert demo.main(["--all-routes"]) == 0
+    assert demo.main(["--all-routes", "--gate-threads", "0"]) == 0
     assert calls[0]["routes"] is None  # run_pipeline's None: every core route
+    assert calls[0]["gate_threads"] is None  # the evaluation's threads, as make release
