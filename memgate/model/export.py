@@ -50,6 +50,11 @@ def export_gate(gate: MemGate, out_dir: Path, export_info: dict) -> Path:
 
 def write_model_card(out_dir: Path, export_info: dict, headline: Optional[dict]) -> None:
     gate_cfg = json.loads((Path(out_dir) / "config.json").read_text())
+    shown = Path(out_dir)
+    try:  # a card never names the machine it was written on: relative to the working directory
+        shown = shown.resolve().relative_to(Path.cwd().resolve())
+    except ValueError:
+        pass
     lines = [
         f"# {Path(out_dir).name}",
         "",
@@ -59,7 +64,7 @@ def write_model_card(out_dir: Path, export_info: dict, headline: Optional[dict])
         "",
         "```python",
         "from memgate import MemGate",
-        f"gate = MemGate.from_pretrained('{Path(out_dir).as_posix()}')",
+        f"gate = MemGate.from_pretrained('{shown.as_posix()}')",
         "scores = gate.score(q, V)  # q: (d,), V: (N, d) unit-normalised embeddings",
         "```",
         "",
