@@ -6,9 +6,11 @@ write time), computes ``W_q q + b`` once per query and leaves the ``q * v`` term
 remaining layers per candidate, in a dozen large tensor operations. ``MemGate.forward`` spends
 much of its time at two threads in the overhead of its many small operations (each one an
 OpenMP region), not in arithmetic: this scorer computes the same function (checked against
-``MemGate.score`` in ``tests/model/test_gate_scoring.py``) faster (``make bench``, reports/bench.md:
-1.38 against 3.14 ms per 100 candidates at width 256, 2.35 against 3.69 at 512, on the 2-core
-machine; the gain shrinks with width).
+``MemGate.score`` in ``tests/model/test_gate_scoring.py``, also against the released gate on real
+embeddings) faster: one matrix product per layer, no autograd context (weights and inputs are
+detached), no module-call hooks, no copies of inputs already in the gate's dtype. For the
+released 2x256 gate and 100 real candidates: 1.08-1.37 ms per query, 0.64-0.68 ms per query with 8
+queries per call at 2 threads (``benchmarks/bench_gate.py``, docs/integrations.md section 7).
 
 It lives beside the gate (not in the retriever) because the evaluation routes, the training guard
 and the retriever all score with it. The scorer copies the gate's weights when it is built (as the retriever's precomputed memory
@@ -86,7 +88,7 @@ class FusedGateScorer:
         eps, batched = self.eps, q.ndim == 2
         q = q / torch.linalg.vector_norm(q, dim=-1, keepdim=True).clamp_min_(eps)
         V = V / torch.linalg.vector_norm(V, dim=-1, keepdim=True).clamp_min_(eps)
-        N, d = V.shape[-2], V.shape[-1]
+        d = V.shape[-1]
         if self.W_q is None:
             h = v_part + self.b0
         elif batched:

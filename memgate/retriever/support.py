@@ -180,7 +180,7 @@ class SupportIndex:
             arr = self._ns_arrays[code] = np.asarray(listed, dtype=np.int64)
         return arr
 
-    def live_count(self, code: int, state_codes: Iterable[int] = None) -> int:
+    def live_count(self, code: int, state_codes: Optional[Iterable[int]] = None) -> int:
         """Live records of namespace ``code`` (in ``state_codes`` only, when given), in O(states)."""
         if state_codes is None:
             return sum(n for (c, _), n in self._live.items() if c == code)
