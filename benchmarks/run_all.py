@@ -5,7 +5,8 @@ figures are printed beside them. Nothing here is a test: timings depend on the m
 Figures: gen_triples_per_s; embed_sentences_per_s (cold, cached); train_triples_per_s (per
 width); the paper-scale gate's train and scoring throughput (CPU, and GPU when present); gate_ms_per_100 per width with and without the write-time split;
 retrieval_ms_top100_100k; overhead_ratio; the HTTP server's p50 / p99 (benchmarks/bench_http.py); the approximate index's top-100 latency, recall
-and gated / plain ratio at 100,000 (benchmarks/bench_ann.py); eval_s per route (from the latest evaluation's
+and gated / plain ratio at 100,000 (benchmarks/bench_ann.py); the released gate's re-scoring of 100 real
+candidates beside the plain cosine, at 1 and 2 threads (benchmarks/bench_gate.py); eval_s per route (from the latest evaluation's
 timings.json, if any); the make demo breakdown (from reports/demo/pipeline_timings.json, if any).
 """
 
@@ -54,6 +55,9 @@ def main() -> dict:
         results["ann"] = bench_ann.run(100_000, ["hnswlib"], 200, cache, filtered=True) if cache.exists() else None
     except ImportError:
         results["ann"] = None
+    from benchmarks import bench_gate  # the released gate's re-scoring of 100 real candidates
+
+    results["gate"] = bench_gate.main(["--repeats", "2000", "--cache", str(cache)]) if cache.exists() else None
     results["eval"] = _latest_eval_timings()
     demo = REPO_ROOT / "reports" / "demo" / "pipeline_timings.json"
     results["demo_breakdown_s"] = json.loads(demo.read_text()) if demo.exists() else None
@@ -107,6 +111,11 @@ def main() -> dict:
             lines.append(f"| EmbeddedStore.search k=100 at {a['n']:,} (approximate / exact p50; recall) | "
                          f"{st['approx_p50_ms']:.2f} / {st['exact_p50_ms']:.2f} ms; {st['approx_recall_at_100']:.4f} |")
         lines.append(f"| gated / plain against the ANN baseline | {a['gated_over_plain'].get('hnswlib', float('nan')):.2f} |")
+    for run in (results["gate"] or {}).get("runs", []):
+        f, b, c = run["rows"]["fused"], run["rows"].get("fused_batch8", {}), run["rows"]["plain_cosine"]
+        lines.append(f"| gate re-scoring of 100 real candidates, released gate, {run['threads']} thread(s) "
+                     f"(fused p50 / p99; 8 queries per call, per query; plain cosine p50) | {f['p50_ms']:.3f} / "
+                     f"{f['p99_ms']:.3f} ms; {b.get('per_query_p50_ms', float('nan')):.3f} ms; {c['p50_ms']:.4f} ms |")
     lines += ["", "## Retriever", "", "```", bench_retriever.format_report(retriever), "```", ""]
     if results["eval"]:
         lines += ["## eval_s per route", "", f"From reports/{results['eval']['report']}/timings.json:", "",

@@ -446,11 +446,12 @@ class EmbeddedStore(RecordSemantics, StoreIntegrity):
         q = self._check_vector(query).astype(np.float32)
         with self._lock:
             index = self._refresh_search_index()
-            support = index.support(ns, {"forgotten", *exclude_states}, exclude_ids)
             matrix = self.vector_matrix()
             if not exact and self._ann is not None:
-                top, scores = self._ann_search(q, ns, support, k, index, matrix)
+                top, scores = self._ann_search(q, ns, {"forgotten", *exclude_states}, exclude_ids, k,
+                                               index, matrix)
             else:
+                support = index.support(ns, {"forgotten", *exclude_states}, exclude_ids)
                 top, scores = self._exact_search(q, support, k, index, matrix)
             readable_codes = {index.ns_code[n] for n in ns if n in index.ns_code}
             if not set(index.ns[top].tolist()) <= readable_codes:  # defence in depth
@@ -471,28 +472,42 @@ class EmbeddedStore(RecordSemantics, StoreIntegrity):
         return top_by_score(index.keys, support, cos.astype(np.float64), k,
                             lambda pos: exact_cosines(matrix, index.slot[pos], q))
 
-    def _ann_search(self, q: np.ndarray, ns: list[str], support: np.ndarray, k: int,
-                    index: SupportIndex, matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _ann_search(self, q: np.ndarray, ns: list[str], exclude_states: set, exclude_ids: Iterable[Any],
+                    k: int, index: SupportIndex, matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """search(exact=False): per namespace, the graph's filtered top k (the exclusions are the
         graph search's filter) or, below the threshold or when the filter keeps few records,
-        every allowed record; then exact cosines and the one ranking rule over the union."""
-        allowed = np.zeros(len(index.ids), dtype=bool)
-        allowed[support] = True
-        candidates = []
+        every allowed record; then exact cosines and the one ranking rule over the union. Costs
+        O(k) beyond the graph search when nothing of a namespace is excluded (live counts per
+        state tell), O(namespace) otherwise: never a pass over the whole store."""
+        states = [index.state_code[s] for s in sorted(exclude_states) if s in index.state_code]
+        named = index.positions_of(exclude_ids)
+        named_set = set(named)
+        codes, candidates = [], []
         for name in ns:
             code = index.ns_code.get(name)
             if code is None:
                 continue
-            mine = support[index.ns[support] == code]
+            codes.append(code)
             part = self._ann.partition(code, index, matrix)
+            named_here = any(index.ns[p] == code and index.alive[p] for p in named)
+            if part is not None and not named_here and index.live_count(code, states) == 0:
+                candidates.append(part.search(q, k, None))  # nothing excluded: the plain graph search
+                continue
+            mine = index.namespace_support(code, states, named)
             if part is None or len(mine) < self._ann.exact_fraction * part.live:
                 candidates.append(mine)
-            elif len(mine) == part.live:  # nothing excluded: the plain graph search
-                candidates.append(part.search(q, k, None))
             else:
+                allowed = np.zeros(len(index.ids), dtype=bool)
+                allowed[mine] = True
                 candidates.append(part.search(q, k, lambda label: bool(allowed[label])))
         pos = np.unique(np.concatenate(candidates)) if candidates else np.zeros(0, dtype=np.int64)
-        pos = pos[allowed[pos]]  # defence in depth: the filter is the graph's, checked again
+        # defence in depth: the graph's filter, checked again on the candidates only
+        ok = index.alive[pos] & np.isin(index.ns[pos], np.asarray(codes, dtype=np.int32))
+        if states:
+            ok &= ~np.isin(index.state[pos], np.asarray(states, dtype=np.int32))
+        if named_set:
+            ok &= np.asarray([p not in named_set for p in pos.tolist()], dtype=bool)
+        pos = pos[ok]
         return top_by_score(index.keys, pos, exact_cosines(matrix, index.slot[pos], q), k)
 
     # -- write primitives (the semantics are memgate.retriever.semantics.RecordSemantics) -----

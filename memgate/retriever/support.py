@@ -104,6 +104,11 @@ class SupportIndex:
         self.sig_code: dict[tuple, int] = {}
         self.sig_keys: list[tuple] = []
         self.seq = 0
+        # per namespace: its positions (append-only: a key never changes namespace) and live
+        # counts by lifecycle state, so a search of one namespace never scans the others
+        self._ns_positions: dict[int, list[int]] = {}
+        self._ns_arrays: dict[int, np.ndarray] = {}
+        self._live: dict[tuple[int, int], int] = {}
 
     def _grow(self, n: int) -> None:
         if n <= len(self.slot):
@@ -130,6 +135,11 @@ class SupportIndex:
                 self.by_id.setdefault(e.memory_id, []).append(p)
                 self._grow(p + 1)
                 self.alive[p] = False
+                code = self.ns_code.setdefault(e.namespace, len(self.ns_code))
+                self._ns_positions.setdefault(code, []).append(p)
+            elif self.alive[p]:
+                key = (int(self.ns[p]), int(self.state[p]))
+                self._live[key] -= 1
             old_slot = int(self.slot[p]) if self.alive[p] else None
             new_slot = e.slot if e.alive else None
             if old_slot is not None and old_slot != new_slot:
@@ -140,6 +150,9 @@ class SupportIndex:
             self.slot[p] = -1 if e.slot is None else e.slot
             self.ns[p] = self.ns_code.setdefault(e.namespace, len(self.ns_code))
             self.state[p] = self.state_code.setdefault(e.lifecycle_state, len(self.state_code))
+            if e.alive:
+                key = (int(self.ns[p]), int(self.state[p]))
+                self._live[key] = self._live.get(key, 0) + 1
             key = (
                 e.namespace,
                 e.policy_tags,
@@ -158,6 +171,45 @@ class SupportIndex:
 
     def __len__(self) -> int:
         return int(self.alive[: len(self.ids)].sum())
+
+    def namespace_positions(self, code: int) -> np.ndarray:
+        """Every position ever written in namespace ``code`` (live or not), ascending."""
+        listed = self._ns_positions.get(code, ())
+        arr = self._ns_arrays.get(code)
+        if arr is None or len(arr) != len(listed):
+            arr = self._ns_arrays[code] = np.asarray(listed, dtype=np.int64)
+        return arr
+
+    def live_count(self, code: int, state_codes: Optional[Iterable[int]] = None) -> int:
+        """Live records of namespace ``code`` (in ``state_codes`` only, when given), in O(states)."""
+        if state_codes is None:
+            return sum(n for (c, _), n in self._live.items() if c == code)
+        return sum(self._live.get((code, s), 0) for s in state_codes)
+
+    def positions_of(self, exclude_ids: Iterable[Any]) -> list[int]:
+        """Positions named by ``exclude_ids`` (an id: every namespace; a pair: one record)."""
+        out: list[int] = []
+        for item in exclude_ids:
+            if isinstance(item, str):
+                out.extend(self.by_id.get(item, ()))
+            else:
+                p = self.pos.get(tuple(item))
+                if p is not None:
+                    out.append(p)
+        return out
+
+    def namespace_support(self, code: int, state_codes: Sequence[int] = (),
+                          excluded: Iterable[int] = ()) -> np.ndarray:
+        """``support`` restricted to one namespace, in O(that namespace): its live positions
+        minus the lifecycle states ``state_codes`` and the positions ``excluded``."""
+        pos = self.namespace_positions(code)
+        mask = self.alive[pos]
+        if len(state_codes):
+            mask &= ~np.isin(self.state[pos], np.asarray(state_codes, dtype=np.int32))
+        drop = [p for p in excluded if self.ns[p] == code]
+        if drop:
+            mask &= ~np.isin(pos, np.asarray(drop, dtype=np.int64))
+        return pos[mask]
 
     def support(self, namespaces: Iterable[str], exclude_states: Iterable[str] = (),
                 exclude_ids: Iterable[str] = ()) -> np.ndarray:

@@ -90,3 +90,31 @@ def test_exact_stays_the_default(tmp_path):
     s.add_many([Memory(f"m{i}", "n", "t") for i in range(50)], V, encoder=IDENT)
     assert s.search(V[0], ["n"], 5)[0][0] == "m0" and not s._ann.parts  # exact: no graph built
     s.close()
+
+
+def test_approximate_search_reads_only_its_namespaces_metadata(store):
+    """The approximate path never builds the whole-store support mask: per-namespace positions
+    and live counts per lifecycle state, kept up to date through adds, state changes, updates
+    and forget, give the same support as the full scan, and a state or id exclusion still
+    filters inside the graph search."""
+    s, q = store
+    stale = [i for i, _ in s.search(q, ["big"], 200)][::2]  # 100 of the best 200 become stale
+    for memory_id in stale:
+        s.update(memory_id, s.get(memory_id).revision, lifecycle_state="stale")
+    s.forget("b1499", Memory("d2", "big", "forget directive"), unit(np.ones(DIM)), encoder=IDENT)
+    index = s._refresh_search_index()
+    states = [index.state_code["stale"]]
+    for name in ("big", "small"):
+        code = index.ns_code[name]
+        full = index.support([name], {"forgotten", "stale"}, ["b0001", ("small", "s001")])
+        local = index.namespace_support(code, states + [index.state_code["forgotten"]],
+                                        index.positions_of(["b0001", ("small", "s001")]))
+        assert local.tolist() == full.tolist()
+        assert index.live_count(code) == len(index.support([name]))
+    assert index.live_count(index.ns_code["big"], states) == 100
+    got = s.search(q, ["big"], 100, exact=False, exclude_states=["stale"])
+    want = s.search(q, ["big"], 100, exclude_states=["stale"])
+    assert len(got) == 100 and not {i for i, _ in got} & set(stale) and _recall(got, want) >= 0.95
+    plain = s.search(q, ["big", "small"], 100, exact=False)  # no exclusion: the stale ones come back
+    assert set(stale) & {i for i, _ in plain} and "b1499" not in {i for i, _ in plain}
+    assert _recall(plain, s.search(q, ["big", "small"], 100)) >= 0.95
