@@ -7,6 +7,7 @@ from typing import Optional
 
 from memgate.contract.config import ConfigError
 from memgate.contract.defaults import RERANK_DEPTH
+from memgate.datasets.real.phrasing import SOURCES as PHRASING_SOURCES
 from memgate.model.architecture import GateArchitecture
 from memgate.model.encoder import EncoderConfig
 from memgate.train.objective import LossConfig
@@ -16,7 +17,12 @@ from memgate.train.objective import LossConfig
 # their own checks run at load time, the loader naming the dotted key (gate.hidden, loss.kind).
 
 
-TRIPLE_SOURCES = ("template", "mined", "gatemem")
+# Every "source" a training triple can carry: the default three, plus the real-phrasing sources
+# of the four risk categories (data_gen.real_phrasing; in a data dir only when its data config
+# switches them on). DEFAULT_SOURCES is data.sources' default (the released gate's recorded
+# config); the phrasing sources are opted into by listing them in data.sources.
+DEFAULT_SOURCES = ("template", "mined", "gatemem")
+TRIPLE_SOURCES = DEFAULT_SOURCES + PHRASING_SOURCES
 PRECISIONS = ("32-true", "32", "64-true", "64", "bf16-mixed", "bf16-true", "16-mixed", "16-true")
 
 
@@ -31,8 +37,9 @@ class DataSection:
     max_negatives: int = 8
     shuffle_labels: bool = False  # label-permutation control: swap m+/m- at random
     # which triples to train on, by their "source" field: template (data_gen scenarios),
-    # mined (data_gen.mine's hard negatives), gatemem (real GateMem phrasing)
-    sources: tuple[str, ...] = TRIPLE_SOURCES
+    # mined (data_gen.mine's hard negatives), gatemem (real GateMem phrasing), phrasing_* (the
+    # real-phrasing sources of the four risk categories; never by default)
+    sources: tuple[str, ...] = DEFAULT_SOURCES
     # benign lists (train/benign_lists.jsonl) for the ranking-preservation term
     list_size: int = 16  # candidates per list (a seeded subset of a longer list, fixed per list)
     lists_per_step: int = 64  # lists drawn per optimiser step

@@ -57,6 +57,26 @@ def ensure_data(config: TrainConfig) -> Path:
 
 
 def training_triples(config: TrainConfig, data_dir: Path, encoder: Encoder) -> tuple[Path, list]:
+    """(the triples file, its rows that train: text-visible ones of ``data.sources``)."""
+    path, rows, _ = training_triples_checked(config, data_dir, encoder)
+    return path, rows
+
+
+def excluded_sources_warning(path: Path, counts: dict, sources) -> Optional[str]:
+    """The warning when ``path`` holds triples of sources that ``data.sources`` leaves out (a
+    data dir generated with a real-phrasing source on, trained with the default ``data.sources``,
+    would otherwise drop them without a word), else None. ``counts``: source -> triples."""
+    left_out = {s: n for s, n in sorted(counts.items()) if s not in sources}
+    if not left_out:
+        return None
+    listed = ", ".join(f"{s} ({n:,} triples)" for s, n in left_out.items())
+    return (f"{path} holds triples of sources that data.sources={list(sources)} excludes: {listed}; "
+            "they do not train (list them in data.sources to train on them)")
+
+
+def training_triples_checked(config: TrainConfig, data_dir: Path, encoder: Encoder) -> tuple[Path, list, Optional[str]]:
+    """``training_triples`` plus the excluded-sources warning (logged here; None when nothing
+    was excluded), which ``train`` also records in the export's warnings."""
     mined = data_dir / "mined" / encoder.key / "triples.jsonl"
     path = mined if (config.data.use_mined and mined.exists()) else data_dir / "train" / "triples.jsonl"
     if config.data.use_mined and not mined.exists():
@@ -65,11 +85,17 @@ def training_triples(config: TrainConfig, data_dir: Path, encoder: Encoder) -> t
             "template triples %s alone; mine with `python -m data_gen.mine --data %s --encoder %s`",
             mined, encoder.key, path, data_dir, config.encoder.model,
         )
-    rows = [r for r in read_triples(path, config.data.text_visible_only)
-            if r.get("source", "template") in config.data.sources]
+    every = read_triples(path, config.data.text_visible_only)
+    counts: dict = {}
+    for r in every:
+        counts[r.get("source", "template")] = counts.get(r.get("source", "template"), 0) + 1
+    rows = [r for r in every if r.get("source", "template") in config.data.sources]
     if not rows:
         raise ValueError(f"{path}: no training triples from data.sources={list(config.data.sources)}")
-    return path, rows
+    warning = excluded_sources_warning(path, counts, config.data.sources)
+    if warning:
+        log.warning(warning)
+    return path, rows, warning
 
 
 def benign_list_rows(config: TrainConfig, data_dir: Path) -> list:
@@ -225,7 +251,7 @@ def train(
     data_dir = ensure_data(config)
     encoder = encoder_from(config)
     meta = verify_data_dir(data_dir, mined_key=encoder.key if config.data.use_mined else None)
-    triples_path, train_rows = training_triples(config, data_dir, encoder)
+    triples_path, train_rows, source_warning = training_triples_checked(config, data_dir, encoder)
     dev_rows = read_triples(data_dir / "dev" / "triples.jsonl", text_visible_only=True)
     list_rows = benign_list_rows(config, data_dir)
     write_resolved(config, run_dir, argv=argv or sys.argv, seed=config.seed,
@@ -253,6 +279,7 @@ def train(
     monitor = TrainingMonitor()
     warnings = preflight(len(dm.train), config.optim.batch_size, config.optim.max_epochs,
                          config.optim.max_steps, config.optim.warmup_steps)
+    warnings += [source_warning] if source_warning else []
     trainer = build_trainer(config, run_dir, [selection, monitor])
     t0 = time.perf_counter()
     # The initial gate (g ~ 1, scores = plain cosine) is a candidate too: if no trained step

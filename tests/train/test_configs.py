@@ -155,3 +155,58 @@ def test_selection_figures_read_the_selection_history():
     figures = selection_figures({"selection": {"step": 45, "dev_pref_acc_gated": 0.49}, "selection_history": history})
     assert figures == {"selected_step": 45, "selected_dev_acc": 0.49, "best_trained_dev_acc": 0.62,
                        "trained_points_passing_guard": 1}
+
+
+def test_excluded_sources_are_named_in_a_warning(tmp_path: Path, caplog):
+    """Triples of a source that data.sources leaves out (a real-phrasing source with the default
+    data.sources) do not train, and training says so: logged and returned for the export."""
+    import json
+    import logging
+
+    from memgate.model.encoder import Encoder, EncoderConfig
+    from memgate.train.run import training_triples, training_triples_checked
+
+    sources = ["template", "phrasing_sycophancy", "mined", "phrasing_sycophancy", "gatemem"]
+    rows = [{"query_text": f"q{i}", "pos_text": f"p{i}", "neg_text": f"n{i}", "text_visible": True,
+             "source": source} for i, source in enumerate(sources)]
+    (tmp_path / "train").mkdir()
+    (tmp_path / "train" / "triples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    encoder = Encoder(EncoderConfig(), repo_root=REPO_ROOT)
+    default = load_config(TrainConfig, REPO_ROOT / "configs/train/default.yaml", ["data.use_mined=false"])
+    assert default.data.sources == ("template", "mined", "gatemem")  # the release's recorded default
+    with caplog.at_level(logging.WARNING, logger="memgate.train.run"):
+        _, kept, warning = training_triples_checked(default, tmp_path, encoder)
+    assert [r["query_text"] for r in kept] == ["q0", "q2", "q4"]
+    assert "phrasing_sycophancy (2 triples)" in warning and "excludes" in warning
+    assert warning in caplog.text
+    with_it = load_config(TrainConfig, REPO_ROOT / "configs/train/default.yaml",
+                          ["data.use_mined=false", "data.sources=[template,mined,gatemem,phrasing_sycophancy]"])
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="memgate.train.run"):
+        path, kept = training_triples(with_it, tmp_path, encoder)
+    assert len(kept) == 5 and "excludes" not in caplog.text
+
+
+PHRASING_ROWS = sorted((REPO_ROOT / "configs" / "ablations").glob("phrasing_*.yaml"))
+
+
+@pytest.mark.parametrize("path", PHRASING_ROWS, ids=lambda p: p.stem)
+def test_phrasing_rows_train_on_their_own_data_config(path: Path, tmp_path: Path):
+    """Each real-phrasing row trains on a data config that is default.yaml with exactly its
+    sources on, in its own data dir, and lists those sources in data.sources."""
+    import yaml
+
+    from memgate.commands.ablations import load_rows, row_config
+    from memgate.train.config import DEFAULT_SOURCES, PHRASING_SOURCES
+
+    config = row_config(path.stem, load_rows("full", [path.stem])[path.stem]["overrides"], 0, tmp_path)
+    data_config = REPO_ROOT / config.data.data_config
+    spec = yaml.safe_load(data_config.read_text())
+    on = [name for name, flag in spec["real_phrasing"]["sources"].items() if flag]
+    short = path.stem.removeprefix("phrasing_")
+    assert on == (list(PHRASING_SOURCES) if short == "all" else [f"phrasing_{short}"])
+    assert config.data.sources == DEFAULT_SOURCES + tuple(on)
+    assert config.data.data_dir == f"data/{path.stem}" and data_config.stem == path.stem
+    default = yaml.safe_load((REPO_ROOT / "configs/data/default.yaml").read_text())
+    assert {k: v for k, v in spec.items() if k != "real_phrasing"} == \
+        {k: v for k, v in default.items() if k != "real_phrasing"}
