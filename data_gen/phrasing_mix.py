@@ -10,12 +10,13 @@ reports, with percentile bootstrap intervals resampling memories (the pairs' clu
 - ``gate``: the gate's suppression AUC for "trap" and the red flag (mean suppression on the
   beneficial controls >= on the traps; ``red_flag_ci`` when the whole interval of trap minus
   control is <= 0): ``data_gen.phrasing_audit.red_flag``;
-- ``vs_cos``: AUC(gate) - AUC(1 - cos), paired (``memgate.eval.transfer.paired_auc_difference``);
-- ``vs_without``: AUC(gate with) - AUC(gate without) on the same rows, paired likewise.
+- ``vs_cos``: ``memgate.eval.transfer.transfer_analysis`` with the memory as query and episode:
+  pooled and within-memory AUC of the gate against ``1 - cos``, their paired differences and the
+  cubic check (does suppression add to any smooth function of the cosine?);
+- ``vs_without``: AUC(gate with) - AUC(gate without) on the same rows, paired likewise
+  (``memgate.eval.transfer.paired_auc_difference``).
 
-``memgate.eval.transfer.transfer_analysis`` is not run on these rows: it needs each query inside one
-episode, and here a query meets several memories (the clusters); its GateMem figures come from each
-row's results.json (the evaluation ran it). Per row also: the GateMem report transfer AUC vs
+Per row also: the GateMem report transfer AUC vs
 ``1 - cos`` and the LoCoMo report recall drop (namespace_dense - learned_gate_namespace, from the
 row's report/metrics.json), the selection guard's figures on the GateMem and LoCoMo ``select``
 parts (the export's config.json), the training triples per phrasing source (the data dir's
@@ -56,12 +57,12 @@ DEFAULT_N_BOOT = 2000
 
 
 def compare_part(rows: dict, scores: dict, without: str = WITHOUT, n_boot: int = DEFAULT_N_BOOT,
-                 seed: int = 0) -> dict:
+                 seed: int = 0, cubic: bool = True) -> dict:
     """Every scorer of ``scores`` ({label: suppression per row}, ``one_minus_cos`` among them) on
     one part's ``rows`` (``eval_rows``): ``gate`` (red_flag), ``vs_cos`` and, for the gates other
     than ``without``, ``vs_without`` (paired AUC differences, memories resampled)."""
     from data_gen.phrasing_audit import red_flag
-    from memgate.eval.transfer import paired_auc_difference
+    from memgate.eval.transfer import paired_auc_difference, transfer_analysis
 
     labels, clusters = np.asarray(rows["labels"], dtype=bool), np.asarray(rows["clusters"], dtype=object)
     for label, s in scores.items():
@@ -71,7 +72,11 @@ def compare_part(rows: dict, scores: dict, without: str = WITHOUT, n_boot: int =
     for label, s in scores.items():
         entry = {"gate": red_flag(rows, lambda _q, _m, s=s: s, n_boot=n_boot, seed=seed)}
         if label != COS:
-            entry["vs_cos"] = paired_auc_difference(s, scores[COS], labels, clusters, n_boot=n_boot, seed=seed)
+            # S_ref = cos = 1 - (1 - cos); S = S_ref - suppression. The memory is both the "query"
+            # (within-memory AUC: its traps against its own controls) and the episode (bootstrap).
+            cos = 1.0 - scores[COS]
+            entry["vs_cos"] = transfer_analysis(cos, cos - s, labels, clusters, clusters, n_boot=n_boot,
+                                              seed=seed, cubic=cubic)
             if label != without and without in scores:
                 entry["vs_without"] = paired_auc_difference(s, scores[without], labels, clusters,
                                                             n_boot=n_boot, seed=seed)
@@ -265,6 +270,15 @@ def markdown(study: dict) -> str:
                     flag = " ⚑" if sc[n]["gate"]["red_flag"] else ""
                     cells.append(_ci(sc[n]["gate"]["suppression_auc"]) + flag)
                 cells += [_ci(sc[n]["vs_without"]["difference"]) for n in names if n != WITHOUT]
+                lines.append(f"| {source.removeprefix('phrasing_')} | {variant} | " + " | ".join(cells) + " |")
+        lines += ["", "Gate minus `1 - cos` (pooled AUC, paired; * = the cubic check credits the gate: "
+                  "suppression adds to a cubic in the cosine, out of fold):", "",
+                  "| source | variant | " + " | ".join(f"`{n}`" for n in names) + " |", "|---" * (2 + len(names)) + "|"]
+        for source, by_part in parts.items():
+            for variant, cmp in by_part[part].items():
+                sc = cmp["scorers"]
+                cells = [_ci(sc[n]["vs_cos"]["difference"]["pooled_auc"])
+                         + ("*" if (sc[n]["vs_cos"].get("cubic_check") or {}).get("credit") else "") for n in names]
                 lines.append(f"| {source.removeprefix('phrasing_')} | {variant} | " + " | ".join(cells) + " |")
         lines += ["", "⚑ = red flag (mean suppression on controls >= on traps). Trap minus control "
                   "mean suppression [95 % CI]:", "",

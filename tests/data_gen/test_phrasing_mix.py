@@ -50,7 +50,8 @@ def study():
                 scores = _scores(rng)
                 if part == "select":  # this row inverts on select only: it must not be chosen
                     scores["phrasing_select_bad"] = 0.5 - 0.4 * np.asarray(_rows()["labels"]) + rng.normal(0, 0.05, 24)
-                parts.setdefault(source, {}).setdefault(part, {})[variant] = compare_part(_rows(), scores, n_boot=200)
+                parts.setdefault(source, {}).setdefault(part, {})[variant] = compare_part(
+                    _rows(), scores, n_boot=200, cubic=(source, part, variant) == ("phrasing_a", "report", "natural"))
     rows = {"defaults": _row(), "phrasing_good": _row(gatemem=0.72), "phrasing_select_bad": _row(gatemem=0.80)}
     return {"seed": 0, "n_boot": 200, "without": "defaults", "rows": rows, "parts": parts,
             "decision": decide(parts, rows)}
@@ -63,7 +64,11 @@ def test_compare_part_reads_the_direction_and_pairs_the_rows(study):
     assert cell["phrasing_good"]["gate"]["suppression_auc"]["value"] > 0.9
     diff = cell["phrasing_good"]["vs_without"]["difference"]
     assert diff["value"] > 0.5 and diff["ci"][0] > 0
-    assert cell["phrasing_good"]["vs_cos"]["difference"]["value"] > 0
+    vs_cos = cell["phrasing_good"]["vs_cos"]
+    assert vs_cos["cubic_check"]["auc_b"] > vs_cos["cubic_check"]["auc_a"]  # suppression adds to the cosine
+    assert vs_cos["difference"]["pooled_auc"]["value"] > 0 and vs_cos["n_episodes"] == N_MEM
+    assert vs_cos["suppression"]["pooled_auc"]["value"] == pytest.approx(
+        cell["phrasing_good"]["gate"]["suppression_auc"]["value"], abs=1e-4)  # one AUC, two readers
     assert "vs_without" not in cell["defaults"] and "vs_cos" not in cell[COS]
     assert cell["phrasing_good"]["vs_without"]["n_episodes"] == N_MEM  # memories are the clusters
 
