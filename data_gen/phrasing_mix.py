@@ -288,7 +288,7 @@ def markdown(study: dict) -> str:
                 sc = cmp["scorers"]
                 lines.append(f"| {source.removeprefix('phrasing_')} | {variant} | "
                              + " | ".join(_ci(sc[n]["gate"]["difference"], 4) for n in names) + " |")
-    lines += ["", "## Decision (select parts choose, report parts confirm)", "", decision["rule"], "",
+    lines += ["", "## Decision (select parts choose, report parts confirm)", "", " ".join(decision["rule"].split()), "",
               "| row | select: min / mean difference | select red flags | guards (select) pass | "
               "report: min / mean difference | report red flags | report better (CI) | report worse (CI) | "
               "GateMem >= 0.690 | LoCoMo drop <= 0.01 | improves every real set |", "|---" * 11 + "|"]
