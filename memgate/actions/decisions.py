@@ -70,6 +70,155 @@ def effective_risk(memory_risk: Optional[str], query_risk: Optional[str]) -> tup
     return max(given, key=_RISK_RANK.__getitem__), False
 
 
+@dataclass(frozen=True)
+class _Context:
+    """What every rule reads: the memory, the query, the preset, the policy's rule caps and the
+    effective risk."""
+
+    memory: ActionInput
+    query: ActionQuery
+    preset: Preset
+    rules: Mapping[str, str]
+    authority: Mapping[str, int]
+    risk: str
+
+
+def _lifecycle_rule(c: _Context) -> list[ActionReason]:
+    """1. lifecycle against the query intent (inadmissible raises)."""
+    memory, query = c.memory, c.query
+    if lifecycle_value(memory.lifecycle_state, query.intent) is False:
+        raise InadmissibleMemoryError(
+            f"memory {memory.memory_id!r}: lifecycle_state {memory.lifecycle_state!r} is "
+            "inadmissible "
+            f"for intent {query.intent!r}; it is excluded before allowed actions are computed"
+        )
+    out = []
+    archived = memory.lifecycle_state in ("stale", "superseded")
+    if archived and query.intent == "unknown":
+        out.append(ActionReason(
+            "archive_under_unknown_intent", c.rules["archive_under_unknown_intent"],
+            f"{memory.lifecycle_state} record under an unknown intent: preserved, not current truth"))
+    elif archived and query.intent == "history":
+        out.append(ActionReason("archive_answers_history", None,
+                                f"{memory.lifecycle_state} record answering a history question"))
+    if memory.lifecycle_state == "unknown":
+        out.append(ActionReason("unknown_lifecycle", c.preset.unknown_lifecycle[c.risk],
+                                f"currency of the record is unknown ({c.risk} risk)"))
+    return out
+
+
+def _prohibition_rule(c: _Context) -> list[ActionReason]:
+    """2. the memory forbids the proposed action."""
+    proposed = c.query.proposed_action
+    if proposed is not None and proposed in c.memory.forbids:
+        return [ActionReason("forbids_proposed_action", c.rules["forbids_proposed_action"],
+                             f"the memory forbids the proposed action {proposed!r}")]
+    return []
+
+
+def _verification_rule(c: _Context) -> list[ActionReason]:
+    """3. verification requirement."""
+    if c.memory.verification_required:
+        return [ActionReason("verification_required", c.rules["verification_required"],
+                             "the record must be confirmed before use")]
+    return []
+
+
+def _epistemic_rule(c: _Context) -> list[ActionReason]:
+    """4. epistemic status: unresolved, contested or missing; inference."""
+    status = c.memory.epistemic_status
+    if status in ("unresolved", "contested") or status is None:
+        code = "epistemic_missing" if status is None else f"epistemic_{status}"
+        return [ActionReason(code, c.preset.unresolved_or_contested[c.risk],
+                             f"epistemic status {status or 'missing'} ({c.risk} risk): "
+                             "the boundary must not be flattened")]
+    if status == "inference":
+        return [ActionReason("epistemic_inference", c.preset.inference[c.risk],
+                             f"an inference, not an observation ({c.risk} risk)")]
+    return []
+
+
+def _conflict_rule(c: _Context) -> list[ActionReason]:
+    """5. contradictions between exposed memories, by source authority."""
+    source = c.memory.source_type
+    own_rank = c.authority.get(source) if source else None
+    out = []
+    for conflict in c.memory.conflicts:
+        other_rank = c.authority.get(conflict.source_type) if conflict.source_type else None
+        if own_rank is not None and other_rank is not None and other_rank > own_rank:
+            out.append(ActionReason(
+                "conflict_outranked", c.rules["conflict_outranked"],
+                f"contradicted by higher-authority {conflict.source_type} {conflict.memory_id!r}"))
+        elif own_rank is not None and other_rank is not None and other_rank < own_rank:
+            out.append(ActionReason(
+                "conflict_outranks", None,
+                f"contradicted by lower-authority {conflict.source_type} {conflict.memory_id!r}"))
+        else:
+            out.append(ActionReason(
+                "conflict_unresolved", c.rules["conflict_unresolved"],
+                f"contradicted by {conflict.source_type or 'unranked'} {conflict.memory_id!r} "
+                "of equal or unknown authority"))
+    return out
+
+
+def _source_rule(c: _Context) -> list[ActionReason]:
+    """6. source type: a draft; a preference (not binding at high risk)."""
+    memory, risk = c.memory, c.risk
+    if memory.source_type == "draft":
+        label = f" labelled {memory.status!r}" if memory.status else ""
+        return [ActionReason("source_draft", c.preset.draft[risk],
+                             f"a draft{label} is not the adopted source ({risk} risk)")]
+    if memory.source_type == "preference" and c.preset.preference[risk] != "answer":
+        return [ActionReason("preference_not_binding", c.preset.preference[risk],
+                             f"a preference is not a binding instruction at {risk} risk")]
+    return []
+
+
+def _priority_rule(c: _Context) -> list[ActionReason]:
+    """7. status is not priority."""
+    memory = c.memory
+    if c.query.asks == "priority" and memory.priority != "next":
+        return [ActionReason(
+            "status_is_not_priority", c.rules["status_is_not_priority"],
+            f"a what-next question and the item's priority is {memory.priority or 'unset'}"
+            + (f" (status {memory.status})" if memory.status else ""))]
+    return []
+
+
+def _evidence_rule(c: _Context, earlier: Sequence[ActionReason]) -> list[ActionReason]:
+    """8. certainty never exceeds evidence strength (settled low-risk items may lower the
+    answer threshold; "settled" needs no negative evidence among the ``earlier`` reasons)."""
+    memory, risk, chosen = c.memory, c.risk, c.preset
+    out = []
+    strength = memory.evidence_strength if memory.evidence_strength is not None else 0.0
+    if memory.evidence_strength is None:
+        out.append(ActionReason("evidence_missing", None, "no evidence strength; treated as 0"))
+    negative = any(r.cap is not None for r in earlier)
+    settled = (
+        memory.lifecycle_state == "current"
+        and memory.epistemic_status in ("verified", "summary")
+        and memory.source_type not in (None, "draft")
+        and not memory.conflicts
+        and not negative
+    )
+    threshold = chosen.answer_threshold[risk]
+    if settled and risk == "low" and chosen.settled_low_risk_threshold is not None:
+        threshold = min(threshold, chosen.settled_low_risk_threshold)
+        out.append(ActionReason("settled_low_risk", None, f"low-risk settled item: answer threshold {threshold:g}"))
+    if strength < chosen.context_threshold:
+        out.append(ActionReason("evidence_below_context_threshold", "verify_first" if risk == "high" else "warn",
+                                f"evidence {strength:g} < context threshold {chosen.context_threshold:g}"))
+    elif strength < threshold:
+        out.append(ActionReason("evidence_below_answer_threshold", "answer_context",
+                                f"evidence {strength:g} < answer threshold {threshold:g} ({risk} risk)"))
+    return out
+
+
+# Rules 1-7 in order, negative evidence first; rule 8 reads what they found.
+_RULES = (_lifecycle_rule, _prohibition_rule, _verification_rule, _epistemic_rule, _conflict_rule,
+          _source_rule, _priority_rule)
+
+
 def decide_action(
     memory: Union[ActionInput, Mapping[str, Any]],
     query: Union[ActionQuery, Mapping[str, Any]],
@@ -105,156 +254,16 @@ def decide_action(
         memory = ActionInput.from_dict(memory)
     if not isinstance(query, ActionQuery):
         query = ActionQuery.from_dict(query)
-    rules = policy.rules
     reasons: list[ActionReason] = []
-
-    def cap(code: str, action: Optional[str], detail: str) -> None:
-        reasons.append(ActionReason(code, action, detail))
-
     risk, risk_missing = effective_risk(memory.risk, query.risk)
     if risk_missing:
         risk = chosen.missing_risk
-        cap("risk_missing", None, f"no risk level on the memory or the query; treated as {risk}")
-
-    # 1. lifecycle against the query intent
-    l_value = lifecycle_value(memory.lifecycle_state, query.intent)
-    if l_value is False:
-        raise InadmissibleMemoryError(
-            f"memory {memory.memory_id!r}: lifecycle_state {memory.lifecycle_state!r} is "
-            "inadmissible "
-            f"for intent {query.intent!r}; it is excluded before allowed actions are computed"
-        )
-    archived = memory.lifecycle_state in ("stale", "superseded")
-    if archived and query.intent == "unknown":
-        cap(
-            "archive_under_unknown_intent",
-            rules["archive_under_unknown_intent"],
-            f"{memory.lifecycle_state} record under an unknown intent: preserved, "
-            "not current truth",
-        )
-    elif archived and query.intent == "history":
-        cap(
-            "archive_answers_history",
-            None,
-            f"{memory.lifecycle_state} record answering a history question",
-        )
-    if memory.lifecycle_state == "unknown":
-        cap(
-            "unknown_lifecycle",
-            chosen.unknown_lifecycle[risk],
-            f"currency of the record is unknown ({risk} risk)",
-        )
-
-    # 2. corrections and prohibitions
-    if query.proposed_action is not None and query.proposed_action in memory.forbids:
-        cap(
-            "forbids_proposed_action",
-            rules["forbids_proposed_action"],
-            f"the memory forbids the proposed action {query.proposed_action!r}",
-        )
-
-    # 3. verification requirement
-    if memory.verification_required:
-        cap(
-            "verification_required",
-            rules["verification_required"],
-            "the record must be confirmed before use",
-        )
-
-    # 4. epistemic status
-    status = memory.epistemic_status
-    if status in ("unresolved", "contested") or status is None:
-        code = "epistemic_missing" if status is None else f"epistemic_{status}"
-        cap(
-            code,
-            chosen.unresolved_or_contested[risk],
-            f"epistemic status {status or 'missing'} ({risk} risk): "
-            "the boundary must not be flattened",
-        )
-    elif status == "inference":
-        cap(
-            "epistemic_inference",
-            chosen.inference[risk],
-            f"an inference, not an observation ({risk} risk)",
-        )
-
-    # 5. contradictions between exposed memories
-    own_rank = policy.authority.get(memory.source_type) if memory.source_type else None
-    for conflict in memory.conflicts:
-        other_rank = policy.authority.get(conflict.source_type) if conflict.source_type else None
-        if own_rank is not None and other_rank is not None and other_rank > own_rank:
-            cap(
-                "conflict_outranked",
-                rules["conflict_outranked"],
-                f"contradicted by higher-authority {conflict.source_type} {conflict.memory_id!r}",
-            )
-        elif own_rank is not None and other_rank is not None and other_rank < own_rank:
-            cap(
-                "conflict_outranks",
-                None,
-                f"contradicted by lower-authority {conflict.source_type} {conflict.memory_id!r}",
-            )
-        else:
-            cap(
-                "conflict_unresolved",
-                rules["conflict_unresolved"],
-                f"contradicted by {conflict.source_type or 'unranked'} {conflict.memory_id!r} "
-                "of equal or unknown authority",
-            )
-
-    # 6. source type
-    if memory.source_type == "draft":
-        label = f" labelled {memory.status!r}" if memory.status else ""
-        cap(
-            "source_draft",
-            chosen.draft[risk],
-            f"a draft{label} is not the adopted source ({risk} risk)",
-        )
-    elif memory.source_type == "preference" and chosen.preference[risk] != "answer":
-        cap(
-            "preference_not_binding",
-            chosen.preference[risk],
-            f"a preference is not a binding instruction at {risk} risk",
-        )
-
-    # 7. status is not priority
-    if query.asks == "priority" and memory.priority != "next":
-        cap(
-            "status_is_not_priority",
-            rules["status_is_not_priority"],
-            f"a what-next question and the item's priority is {memory.priority or 'unset'}"
-            + (f" (status {memory.status})" if memory.status else ""),
-        )
-
-    # 8. certainty never exceeds evidence strength
-    strength = memory.evidence_strength if memory.evidence_strength is not None else 0.0
-    if memory.evidence_strength is None:
-        cap("evidence_missing", None, "no evidence strength; treated as 0")
-    negative = any(r.cap is not None for r in reasons)
-    settled = (
-        memory.lifecycle_state == "current"
-        and status in ("verified", "summary")
-        and memory.source_type not in (None, "draft")
-        and not memory.conflicts
-        and not negative
-    )
-    threshold = chosen.answer_threshold[risk]
-    if settled and risk == "low" and chosen.settled_low_risk_threshold is not None:
-        threshold = min(threshold, chosen.settled_low_risk_threshold)
-        cap("settled_low_risk", None, f"low-risk settled item: answer threshold {threshold:g}")
-    if strength < chosen.context_threshold:
-        cap(
-            "evidence_below_context_threshold",
-            "verify_first" if risk == "high" else "warn",
-            f"evidence {strength:g} < context threshold {chosen.context_threshold:g}",
-        )
-    elif strength < threshold:
-        cap(
-            "evidence_below_answer_threshold",
-            "answer_context",
-            f"evidence {strength:g} < answer threshold {threshold:g} ({risk} risk)",
-        )
-
+        reasons.append(ActionReason("risk_missing", None,
+                                    f"no risk level on the memory or the query; treated as {risk}"))
+    context = _Context(memory, query, chosen, policy.rules, policy.authority, risk)
+    for rule in _RULES:
+        reasons.extend(rule(context))
+    reasons.extend(_evidence_rule(context, reasons))
     action = least_permissive(r.cap for r in reasons if r.cap is not None)
     return ActionDecision(
         memory_id=memory.memory_id,
