@@ -200,6 +200,7 @@ def decide(parts: dict, rows: dict, without: str = WITHOUT) -> dict:
         guards_pass = (g["gatemem_suppression_auc"] is not None and g["gatemem_one_minus_cos_auc"] is not None
                        and g["gatemem_suppression_auc"] >= g["gatemem_one_minus_cos_auc"]
                        and g["locomo_recall_drop"] is not None and g["locomo_recall_drop"] <= MAX_RECALL_DROP)
+        out["guards_select_pass"] = bool(guards_pass)
         out["select_candidate"] = bool(out["select"]["not_below_anywhere"] and not out["select"]["red_flags"]
                                        and guards_pass)
         gm = rows[row]["gatemem_report"]["suppression_auc"]["value"]
@@ -289,13 +290,14 @@ def markdown(study: dict) -> str:
                 lines.append(f"| {source.removeprefix('phrasing_')} | {variant} | "
                              + " | ".join(_ci(sc[n]["gate"]["difference"], 4) for n in names) + " |")
     lines += ["", "## Decision (select parts choose, report parts confirm)", "", " ".join(decision["rule"].split()), "",
-              "| row | select: min / mean difference | select red flags | guards (select) pass | "
+              "| row | select: min / mean difference | select red flags | guards (select) pass | select candidate | "
               "report: min / mean difference | report red flags | report better (CI) | report worse (CI) | "
-              "GateMem >= 0.690 | LoCoMo drop <= 0.01 | improves every real set |", "|---" * 11 + "|"]
+              "GateMem >= 0.690 | LoCoMo drop <= 0.01 | improves every real set |", "|---" * 12 + "|"]
     for name, v in decision["rows"].items():
         s, r = v["select"], v["report"]
         lines.append(f"| `{name}` | {s['min_difference']:.3f} / {s['mean_difference']:.3f} | "
-                     f"{', '.join(s['red_flags']) or '—'} | {'yes' if v['select_candidate'] else 'no'} | "
+                     f"{', '.join(s['red_flags']) or '—'} | {'yes' if v.get('guards_select_pass') else 'no'} | "
+                     f"{'yes' if v['select_candidate'] else 'no'} | "
                      f"{r['min_difference']:.3f} / {r['mean_difference']:.3f} | {', '.join(r['red_flags']) or '—'} | "
                      f"{', '.join(r['better_ci']) or '—'} | {', '.join(r['worse_ci']) or '—'} | "
                      f"{'yes' if v['gatemem_report_ok'] else 'no'} | {'yes' if v['locomo_report_ok'] else 'no'} | "
