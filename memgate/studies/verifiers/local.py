@@ -33,6 +33,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from memgate.contract.config import resolve_path
+from memgate.datasets.data_check import file_sha256
 from memgate.studies.verifiers.base import LABELS, CandidateVerdict, Verifier, VerifierInput, answer_record
 from memgate.studies.verifiers.prompts import (
     LOCAL_ANSWER_WORDS,
@@ -67,14 +68,6 @@ def bundled_gguf() -> Path:
     if not path.exists():
         raise FileNotFoundError(f"{path} is listed by {BUNDLED_DIST} but missing on disk")
     return path
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with Path(path).open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def dequantized_dir(gguf_path: Path, cache_dir: Path) -> Path:
