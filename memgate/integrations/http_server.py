@@ -40,6 +40,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from memgate.contract.defaults import MAX_LIMIT
 from memgate.integrations.memory import check_user_id
 from memgate.retriever.schema import (
     ForgottenMemoryError,
@@ -96,7 +97,7 @@ class UpdateRequest(_Strict):
 class SearchRequest(_Strict):
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
     filters: Optional[dict[str, Any]] = None
-    limit: int = Field(default=10, ge=1, le=100)
+    limit: int = Field(default=10, ge=1, le=MAX_LIMIT)
     intent: Literal["current_state", "history", "unknown"] = "unknown"
     purpose: Optional[str] = None
     time: Optional[str] = None

@@ -35,14 +35,13 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from typing import Any, Optional
 
-from memgate.contract.defaults import RERANK_DEPTH
+from memgate.contract.defaults import RERANK_DEPTH, check_limit
 from memgate.contract.ids import check_id, derived_id
 from memgate.contract.records import QueryContext
 from memgate.integrations.catalog import Catalog
 from memgate.integrations.filters import check_filters
 from memgate.integrations.opening import DEFAULT_POLICY_TAG, open_retriever, open_store
 from memgate.retriever import DEFAULT_DIRECTIVE
-from memgate.retriever.audit import iter_events, trail
 from memgate.retriever.schema import FORGET_DIRECTIVE_KIND, UnknownMemoryError
 
 USER_PREFIX = "user:"
@@ -258,13 +257,15 @@ class Memory:
                limit: int = 10, intent: str = "unknown", purpose: Optional[str] = None,
                time: Optional[str] = None, subject: Optional[str] = None, risk: Optional[str] = None,
                asks: str = "fact", proposed_action: Optional[str] = None) -> SearchResults:
-        """The user's top ``limit`` admissible memories for ``query``, with allowed actions.
+        """The user's top ``limit`` (1 to ``MAX_LIMIT``) admissible memories for ``query``, with
+        allowed actions.
 
         ``filters`` restrict by metadata before truncation; ``intent`` (``current_state``,
         ``history`` or ``unknown``), ``purpose``, ``subject`` and ``time`` (default: now, UTC)
         are the query context the Kleene exclusion reads; ``risk`` / ``asks`` /
         ``proposed_action`` describe the request to the allowed-action policy."""
         ns = user_namespace(user_id)
+        check_limit(limit)
         flt = check_filters(filters)
         with self._lock:
             self._check_open()
@@ -309,16 +310,14 @@ class Memory:
             return [record_view(r, user_id) for r in records[:limit]]
 
     def history(self, memory_id: str, *, user_id: str) -> list[dict]:
-        """The memory's audit trail (stored, updated, retrieved, forgotten, ...; never text)."""
+        """The memory's audit trail (stored, updated, retrieved, forgotten, ...; never text): this
+        user's record of the id and this user's own queries only
+        (:meth:`memgate.retriever.GatedRetriever.history`)."""
         with self._lock:
             self._check_open()
-            self._own(memory_id, user_id, allow_forgotten=True)
-            log = self.retriever.audit
-            if log is None:
-                raise RuntimeError("this store keeps no audit log (pass audit_log= for a Qdrant server)")
-            self.store.flush_outbox()
+            record = self._own(memory_id, user_id, allow_forgotten=True)
             return [{"event": s.stage, "ts": s.ts, "query_id": s.query_id, "detail": s.detail}
-                    for s in trail(iter_events(log.path, log), memory_id)]
+                    for s in self.retriever.history(memory_id, principal=user_id, namespace=record.namespace)]
 
     def report_exposed(self, query_id: str, memory_ids: Iterable[str]) -> None:
         """Record which hits of ``query_id`` went into the prompt (audit: E within R)."""
