@@ -71,6 +71,20 @@ def user_namespace(user_id: str) -> str:
     return USER_PREFIX + check_user_id(user_id)
 
 
+def check_time(value: Any, field: str = "time") -> str:
+    """An ISO 8601 date or date-time (``2026-05-01``, ``2026-05-01T12:00:00+00:00``), else a
+    ``ValueError`` naming ``field``: the Kleene exclusion compares times, so a time that is not
+    one must not reach it."""
+    if isinstance(value, str):
+        try:
+            datetime.fromisoformat(value)
+            return value
+        except ValueError:
+            pass
+    raise ValueError(f"field {field!r} must be an ISO 8601 date or date-time "
+                     f"(e.g. 2026-05-01T12:00:00+00:00), got {value!r}")
+
+
 def now_utc() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
@@ -266,6 +280,8 @@ class Memory:
         ``proposed_action`` describe the request to the allowed-action policy."""
         ns = user_namespace(user_id)
         check_limit(limit)
+        if time is not None:
+            check_time(time)
         flt = check_filters(filters)
         with self._lock:
             self._check_open()
@@ -326,5 +342,5 @@ class Memory:
             self.retriever.report_exposed(query_id, memory_ids)
 
 
-__all__ = ["MAX_USER_ID", "USER_PREFIX", "Memory", "SearchResults", "check_user_id", "now_utc",
+__all__ = ["MAX_USER_ID", "USER_PREFIX", "Memory", "SearchResults", "check_time", "check_user_id", "now_utc",
            "record_view", "user_namespace"]
