@@ -201,6 +201,10 @@ def zygote() -> None:
                     _writer(cmd["kind"], cmd["path"], cmd["seed"], cmd["log"])
                 elif cmd["job"] == "late_opener":
                     _late_opener(cmd["path"], cmd["flags"], cmd["log"])
+                elif cmd["job"] == "disk_full":
+                    from benchmarks.fault_disk import disk_full_child
+                    disk_full_child(cmd["kind"], cmd["path"], cmd["result"], cmd["seed"], cmd["size_kib"],
+                                    cmd["errors"])
                 else:
                     _racer(cmd["kind"], cmd["path"], cmd["name"], cmd["go"], cmd["log"])
                 code = 0

@@ -32,6 +32,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Optional
 
+from memgate.retriever.schema import StoreFullError, is_disk_full
+
 AUDIT_FORMAT = "memgate-audit/1"
 STORE_EVENTS = (
     "stored",
@@ -104,14 +106,23 @@ class AuditLog:
         with self._lock:
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
+                start = os.fstat(fd).st_size
                 # A torn previous line (killed mid-append) must not swallow this one.
-                if os.fstat(fd).st_size > 0 and not self._ends_with_newline():
+                if start > 0 and not self._ends_with_newline():
                     data = b"\n" + data
                 written = 0
-                while written < len(data):
-                    written += os.write(fd, data[written:])
-                if self.fsync:
-                    os.fsync(fd)
+                try:
+                    while written < len(data):
+                        written += os.write(fd, data[written:])
+                    if self.fsync:
+                        os.fsync(fd)
+                except OSError as exc:  # a full disk: leave no part of these lines behind
+                    if os.fstat(fd).st_size == start + written:  # (unless another process appended)
+                        os.ftruncate(fd, start)
+                    if is_disk_full(exc):
+                        raise StoreFullError(f"{self.path}: the disk is full ({exc}); "
+                                             f"{len(lines)} audit event(s) not written") from exc
+                    raise
             finally:
                 os.close(fd)
 

@@ -24,8 +24,10 @@ record semantics an agent's memory path needs.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
+import sqlite3
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Mapping, Optional
 
@@ -111,6 +113,14 @@ class StoreFullError(StoreError):
     """The disk holding the store is full (ENOSPC, SQLite's "database or disk is full"): the
     write was not applied (or, after its commit, its audit events wait in the store's outbox);
     the handle stays usable once space is freed."""
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` says the disk is full: ENOSPC / EDQUOT from the OS, or SQLite's
+    ``database or disk is full`` (SQLITE_FULL)."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    return isinstance(exc, sqlite3.OperationalError) and "database or disk is full" in str(exc)
 
 
 class DamagedStoreError(StoreError):
@@ -467,6 +477,7 @@ __all__ = [
     "UnknownMemoryError",
     "check_attributes",
     "check_text_size",
+    "is_disk_full",
     "scope_from_dict",
     "scope_to_dict",
 ]
