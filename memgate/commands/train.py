@@ -21,7 +21,7 @@ from memgate.contract.config import load_config, resolve_path
 from memgate.contract.progress import set_quiet
 from memgate.datasets.user_triples import load_triples
 from memgate.train.config import TrainConfig
-from memgate.train.run import train
+from memgate.train.run import check_inputs, train
 from memgate.train.selection import selection_guards_for
 from memgate.train.workbench import train_on_triples
 
@@ -60,6 +60,7 @@ def main(argv=None, prog=None) -> int:
         config = replace(config, trainer=replace(config.trainer, progress_bar=False))
     if args.train or args.dev:
         return train_own(parser, args, config)
+    check_inputs(config)  # every input, before the guards encode the real data (minutes)
     guard = selection_guards_for(config)
     summary = train(config, argv=sys.argv, guard=guard, out_dir=args.out)
     if summary.get("export_dir") is None:  # a DDP worker (rank > 0): rank 0 exports and reports
