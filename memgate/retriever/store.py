@@ -209,7 +209,10 @@ class EmbeddedStore(EmbeddedSuppression, VectorFile, RecordSemantics, StoreInteg
             except BaseException as exc:
                 self._vectors_dirty = False
                 if self._db.in_transaction:  # (SQLite has rolled back itself after SQLITE_FULL)
-                    self._db.execute("ROLLBACK")
+                    try:
+                        self._db.execute("ROLLBACK")
+                    except sqlite3.Error:  # (the error that got us here is the one to raise)
+                        pass
                 if is_disk_full(exc):
                     raise StoreFullError(
                         f"{self.path}: the disk is full ({exc}); nothing of this write was stored: "
@@ -227,13 +230,11 @@ class EmbeddedStore(EmbeddedSuppression, VectorFile, RecordSemantics, StoreInteg
             for event in self._events:
                 self._db.execute("INSERT INTO outbox (event) VALUES (?)", (json.dumps(event),))
         self._hook("after_commit")
-        try:
-            self._purge_pending()
-            self._sync_ann()
-            self.flush_outbox()
-        except StoreFullError as exc:
-            log.warning("%s; the write itself was committed, its vector purges and audit events "
-                        "wait in the store", exc)
+        for step in (self._purge_pending, self._sync_ann, self.flush_outbox):
+            try:
+                step()
+            except StoreFullError as exc:  # (each step on its own: the graphs never wait)
+                log.warning("%s; the write itself was committed, this waits in the store", exc)
 
     def _refresh_search_index(self) -> SupportIndex:
         index = self._search_index
