@@ -1,6 +1,6 @@
 """The stores' fault suite: ``kill -9`` at random moments and two-process compare-and-set races.
 
-    python -m benchmarks.fault_suite [--kills 200] [--races 20] [--stores embedded,qdrant]
+    python -m benchmarks.fault_suite [--kills 200] [--races 20] [--stores embedded,qdrant] [--disk-full 20]
 
 Kill loop (per store): a writer process runs random writes (add, add_many of 2-20 records,
 update, correct, forget) against one store on disk and logs each write's intent before it and
@@ -14,6 +14,9 @@ CAS race (per store): two processes read a record at revision 1 and both try
 ``update(expected_revision=1)`` at once; exactly one may win, the other must get
 ``StaleRevisionError``. Qdrant local mode admits one process per path, so there the two race
 for the storage lock and the loser's CAS runs after the winner's write.
+
+Disk full and damaged vector files (``--disk-full N`` rounds per store, 0 to skip): see
+benchmarks/fault_disk.py.
 
 Writers are forked from one prepared process (the imports cost seconds; a fork milliseconds).
 ``tests/retriever/test_fault_suite.py`` runs small counts inside ``make test``; this CLI prints the
@@ -201,6 +204,10 @@ def zygote() -> None:
                     _writer(cmd["kind"], cmd["path"], cmd["seed"], cmd["log"])
                 elif cmd["job"] == "late_opener":
                     _late_opener(cmd["path"], cmd["flags"], cmd["log"])
+                elif cmd["job"] == "disk_full":
+                    from benchmarks.fault_disk import disk_full_child
+                    disk_full_child(cmd["kind"], cmd["path"], cmd["result"], cmd["seed"], cmd["size_kib"],
+                                    cmd["errors"])
                 else:
                     _racer(cmd["kind"], cmd["path"], cmd["name"], cmd["go"], cmd["log"])
                 code = 0
@@ -415,6 +422,8 @@ def late_open(root: Path, zygote: Zygote) -> str:
 def main(argv=None) -> int:
     import tempfile
 
+    from benchmarks.fault_disk import FILE_STORES, damaged_vector_file, disk_full
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--kills", type=int, default=200, help="kill -9 rounds per store")
     parser.add_argument("--races", type=int, default=20, help="two-process CAS races per store")
@@ -422,6 +431,7 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--fresh-every", type=int, default=25,
                         help="start a new store after this many kills (the checks reread every record)")
+    parser.add_argument("--disk-full", type=int, default=0, help="disk-full rounds per store (a small tmpfs each)")
     args = parser.parse_args(argv)
     results = []
     with tempfile.TemporaryDirectory() as tmp, Zygote() as z:
@@ -433,9 +443,22 @@ def main(argv=None) -> int:
                                  args.seed * 1000 + chunk, z)
                 row = {k: v if isinstance(v, str) else row.get(k, 0) + v for k, v in part.items()}
             row.update(cas_races(kind, Path(tmp) / kind, args.races, z))
+            if args.disk_full and kind in FILE_STORES:
+                rounds = [disk_full(kind, Path(tmp) / kind / "disk", args.seed * 1000 + i, z)
+                          for i in range(args.disk_full)]
+                row["disk_full"] = {
+                    "rounds": len(rounds), "refused_writes": sum(r["full_errors"] for r in rounds),
+                    "journaled": sum(r.get("journaled", 0) for r in rounds),
+                    "acknowledged_writes": sum(r["writes_acked"] for r in rounds),
+                    "reads_while_full": sum(r["reads_while_full"] for r in rounds),
+                    "recovered_writes": sum(r["recovered_writes"] for r in rounds),
+                    "lost": sum(r["lost_through_handle"] + r["lost_after_reopen"] for r in rounds),
+                    "messages": sorted({m.split(" (")[0].split(": ", 1)[-1] for r in rounds for m in r["messages"]})}
             row["seconds"] = round(time.perf_counter() - started, 1)
             results.append(row)
             print(json.dumps(row), flush=True)
+        if args.disk_full:
+            print(json.dumps({"damaged_vector_file": damaged_vector_file(Path(tmp) / "damaged")}), flush=True)
     return 0
 
 

@@ -2,7 +2,14 @@
 
     memgate audit <memory-id> --log <store>/audit.jsonl     the memory's trail
     memgate audit <memory-id> --log ... --json              the same as JSON
+    memgate audit <memory-id> --log ... --namespace user:alice [--principal alice]   narrowed
     memgate audit --verify --log ...                        check E <= R <= W on every query
+
+This is the store operator's view (whoever can read the log file): without ``--namespace`` and
+``--principal`` it shows every namespace's record of the id and every principal's queries (an
+id can name records in several namespaces). Tenants read their own trail through the agent
+surfaces (``memgate.Memory.history``, HTTP, MCP, ``memgate store history --user``), which show
+only their record and their own queries (:func:`memgate.retriever.audit.trail`).
 
 Exit status: 0 success, 1 nothing found or a violation, 2 usage error.
 """
@@ -16,7 +23,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Optional, Sequence
 
-from memgate.retriever.audit import format_trail, iter_events, trail, verify_log
+from memgate.retriever.audit import format_trail, iter_events, operator_trail, verify_log
 from memgate.retriever.store import AUDIT_FILE
 
 
@@ -25,6 +32,8 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--log", type=Path, help="the audit log (a store's audit.jsonl)")
     where.add_argument("--store", type=Path, help="a store directory (reads <store>/audit.jsonl)")
+    p.add_argument("--namespace", help="only the record of the id in this namespace")
+    p.add_argument("--principal", help="only this principal's queries")
     p.add_argument("--json", action="store_true", help="print the trail as JSON")
     p.add_argument("--verify", action="store_true",
                    help="check E <= R <= W and the no-text guard on every logged query")
@@ -47,7 +56,7 @@ def _run_audit(args: argparse.Namespace) -> int:
     if args.memory_id is None:
         print("memgate audit: give a memory id (or --verify)", file=sys.stderr)
         return 2
-    steps = trail(iter_events(path), args.memory_id)
+    steps = operator_trail(iter_events(path), args.memory_id, args.namespace, args.principal)
     if args.json:
         print(json.dumps([asdict(s) for s in steps], indent=2, sort_keys=True))
     else:
@@ -59,8 +68,9 @@ def main(argv: Optional[Sequence[str]] = None, prog: Optional[str] = None) -> in
     parser = argparse.ArgumentParser(
         prog=prog,
         description="Follow one memory id through the retriever's append-only audit log "
-        "(stored -> retrieved -> exposed -> disclosed). The log holds ids, ranks, reasons, actions "
-        "and versions, never a memory's text.")
+        "(stored -> retrieved -> exposed -> disclosed): the store operator's view, every namespace "
+        "and principal unless --namespace / --principal narrow it. The log holds ids, ranks, "
+        "reasons, actions and versions, never a memory's text.")
     _add_arguments(parser)
     return _run_audit(parser.parse_args(argv))
 

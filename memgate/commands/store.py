@@ -103,7 +103,8 @@ def _open_store(args: argparse.Namespace) -> Any:
                           audit_log=None if args.store is None else args.store / "audit.jsonl")
     if args.store is None:
         raise ValueError("--store DIR is required" + (" (or --url)" if args.backend == "qdrant" else ""))
-    return open_store(args.backend, path=args.store, collection=args.collection)
+    return open_store(args.backend, path=args.store, collection=args.collection,
+                      allow_damaged=args.verb == "verify")  # (verify reports a damaged store)
 
 
 def _memory(args: argparse.Namespace) -> Any:

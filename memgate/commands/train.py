@@ -65,9 +65,10 @@ def main(argv=None, prog=None) -> int:
         return train_own(parser, args, config)
     # torch and Lightning load here, after the arguments and the config are checked (--help and
     # usage errors come back without them)
-    from memgate.train.run import train
+    from memgate.train.run import check_inputs, train
     from memgate.train.selection import selection_guards_for
 
+    check_inputs(config)  # every input, before the guards encode the real data (minutes)
     guard = selection_guards_for(config)
     summary = train(config, argv=sys.argv, guard=guard, out_dir=args.out)
     if summary.get("export_dir") is None:  # a DDP worker (rank > 0): rank 0 exports and reports

@@ -7,7 +7,10 @@ the released model card records
    GateMem-select suppression guard (``source`` ``gatemem``), and
 2. a LoCoMo-report ``recall_required@20`` drop of at most ``MAX_REPORT_DROP`` (0.01).
 
-Anything missing counts as not passed (never imputed). Where the card records them:
+Anything missing counts as not passed (never imputed), and every figure under the places the
+rule reads must be plausible first (:mod:`memgate.integrations.card_figures`: a drop in
+[-1, 1], an AUC or a recall in [0, 1], ``passed`` a bool, ...; a card that breaks it keeps the
+gate off, naming the figure). Where the card records them:
 
 - guards: ``config.json`` -> ``export.selection``: ``guard`` (one guard dict, or a mapping
   name -> guard dict, as the release writes it) and/or ``guards`` (a list of guard dicts, or a
@@ -28,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
+from memgate.integrations.card_figures import implausible_figures
 from memgate.model.pretrained import resolve_checkpoint
 
 RELEASED_GATE = "memgate-minilm-l6"
@@ -98,6 +102,10 @@ def gate_default(card_dir: Optional[str | Path] = None) -> GateDecision:
     config = _read_json(card / "config.json")
     if config is None:
         return GateDecision(False, f"no readable model card at {card}", None)
+    implausible = implausible_figures(config, _read_json(card / "headline.json"))  # before any is read
+    if implausible:
+        more = f" (and {len(implausible) - 1} more)" if len(implausible) > 1 else ""
+        return GateDecision(False, f"the model card records an implausible figure: {implausible[0]}{more}", card)
     selection = (config.get("export") or {}).get("selection") or {}
     guards = recorded_guards(selection if isinstance(selection, Mapping) else {})
     missing = [g for g in REQUIRED_GUARDS if g not in guards]

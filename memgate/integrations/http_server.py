@@ -12,7 +12,8 @@
 
 - Every call but ``/health`` needs an API key (``Authorization: Bearer <key>`` or
   ``X-API-Key``); the key maps to a principal, which is the ``user_id`` of
-  :class:`memgate.Memory`: a request can never name another user.
+  :class:`memgate.Memory`: a request can never name another user. A request carrying both
+  headers is refused unless both keys are known and name the same principal.
 - Request bodies are limited to ``max_body_bytes`` (413 beyond), memory texts to
   ``MAX_TEXT_CHARS`` characters and queries to ``MAX_QUERY_CHARS``.
 - Errors are JSON ``{"error": {"field": ..., "message": ...}}``: 400 bad input (an id that
@@ -20,7 +21,10 @@
   read and forgotten here), 401 no or unknown key, 404 unknown id (also another user's id), 409
   stale revision, forgotten record, or content that repeats a forgotten detail (``field`` names
   the field, e.g. ``text`` or ``metadata.pin``), 413 body too large, 422 a field fails the
-  schema (``field`` is its path, e.g. ``body.text``).
+  schema (``field`` is its path, e.g. ``body.text``), 507 the store's disk is full (nothing was
+  applied), 500 a damaged store file (``field`` ``store``). A body that is not UTF-8 JSON (or
+  nests too deeply to parse) is a 400 naming ``body``; FastAPI's own answers (an unknown path,
+  a wrong method) keep their status in the same shape.
 - Ids in paths are percent-encoded path segments (``/memories/a%3Fb``).
 - One :class:`memgate.Memory` serves every request and serialises them with its lock (the
   retriever is not thread-safe), so the server is safe under concurrent requests.
@@ -35,6 +39,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import importlib.metadata
+import json
 import re
 from collections.abc import Mapping
 from typing import Any, Literal, Optional
@@ -43,15 +48,19 @@ from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from memgate.contract.defaults import MAX_LIMIT
 from memgate.integrations.memory import check_user_id
+from memgate.integrations.warmup import WarmingUp, Warmup, WarmupFailed
 from memgate.retriever.schema import (
+    DamagedStoreError,
     ForgottenMemoryError,
     StaleRevisionError,
+    StoreFullError,
     SuppressedContentError,
     UnknownMemoryError,
 )
-from memgate.integrations.warmup import WarmingUp, Warmup, WarmupFailed
 
 MAX_BODY_BYTES = 64 * 1024
 MAX_TEXT_CHARS = 8_000
@@ -101,7 +110,7 @@ class UpdateRequest(_Strict):
 class SearchRequest(_Strict):
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
     filters: Optional[dict[str, Any]] = None
-    limit: int = Field(default=10, ge=1, le=100)
+    limit: int = Field(default=10, ge=1, le=MAX_LIMIT)
     intent: Literal["current_state", "history", "unknown"] = "unknown"
     purpose: Optional[str] = None
     time: Optional[str] = None
@@ -121,6 +130,21 @@ def _field_of(message: str) -> Optional[str]:
         return None
     name = next(g for g in m.groups() if g)
     return "metadata" + name[len("attributes"):] if name.startswith("attributes") else name
+
+
+def _unparsable(body: bytes) -> str:
+    """Why a request body could not be parsed as JSON, in one line."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return f"the body is not UTF-8: byte 0x{body[exc.start]:02x} at position {exc.start} ({exc.reason})"
+    try:
+        json.loads(text)
+    except RecursionError:
+        return "the body's JSON nests too deeply to parse"
+    except ValueError as exc:
+        return f"the body is not valid JSON ({exc})"
+    return "the body could not be parsed"
 
 
 class BodyLimit:
@@ -181,18 +205,29 @@ def create_app(memory: Any, api_keys: Mapping[str, str], *, max_body_bytes: int 
                   description="Gated agent memory: per-principal namespaces, Kleene exclusion, "
                               "allowed actions, forget with a directive, an audit trail.")
 
-    def principal(request: Request) -> str:
-        given = request.headers.get("x-api-key")
-        auth = request.headers.get("authorization", "")
-        if given is None and auth.lower().startswith("bearer "):
-            given = auth[7:].strip()
-        if not given:
-            raise _Auth("an API key is required (Authorization: Bearer <key> or X-API-Key)")
+    def known(given: str) -> Optional[str]:
         digest = _hash(given)
-        for known, who in keys.items():
-            if hmac.compare_digest(known, digest):
-                return who
-        raise _Auth("unknown API key")
+        found = None
+        for key, who in keys.items():  # (every key compared: constant time per request)
+            if hmac.compare_digest(key, digest):
+                found = who
+        return found
+
+    def principal(request: Request) -> str:
+        given = []
+        if request.headers.get("x-api-key") is not None:
+            given.append(request.headers["x-api-key"])
+        auth = request.headers.get("authorization", "")
+        if auth.lower().startswith("bearer "):
+            given.append(auth[7:].strip())
+        if not any(given):
+            raise _Auth("an API key is required (Authorization: Bearer <key> or X-API-Key)")
+        who = [known(key) for key in given]
+        if None in who:
+            raise _Auth("unknown API key")
+        if len(set(who)) > 1:  # two valid keys of two principals: never pick one
+            raise _Auth("X-API-Key and the bearer key name different principals; send one key")
+        return who[0]
 
     @app.exception_handler(_Auth)
     async def _on_auth(request, exc):
@@ -229,6 +264,22 @@ def create_app(memory: Any, api_keys: Mapping[str, str], *, max_body_bytes: int 
     @app.exception_handler(WarmupFailed)
     async def _on_warmup_failed(request, exc):
         return _error(500, str(exc))
+
+    @app.exception_handler(StoreFullError)
+    async def _on_full(request, exc):  # nothing was applied; retry once space is freed
+        return _error(507, str(exc), "store")
+
+    @app.exception_handler(DamagedStoreError)
+    async def _on_damaged(request, exc):
+        return _error(500, str(exc), "store")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _on_http(request, exc):  # FastAPI's own errors (body parsing, unknown route, method)
+        if exc.status_code == 400 and exc.detail == "There was an error parsing the body":
+            return _error(400, _unparsable(await request.body()), "body")
+        response = _error(exc.status_code, str(exc.detail), None)
+        response.headers.update(getattr(exc, "headers", None) or {})
+        return response
 
     @app.exception_handler(ValueError)
     async def _on_value(request, exc):

@@ -24,8 +24,9 @@ Mapping:
   value repeating one, in any field or under any key, with any other leaf changed, is refused);
   every key and scalar leaf of a new value is checked (``memgate.retriever.suppression``);
 - ``search(query=...)`` is ``GatedRetriever.retrieve`` over the prefix's namespaces, with the
-  filter as the candidates' restriction before truncation; without a query, the matching
-  items oldest first. Filters follow LangGraph's semantics (exact match, nested subset,
+  filter as the candidates' restriction before truncation, ranking at most ``MAX_LIMIT``
+  results (``offset + limit``, :mod:`memgate.contract.defaults`); without a query, the
+  matching items oldest first. Filters follow LangGraph's semantics (exact match, nested subset,
   ``$eq $ne $gt $gte $lt $lte``);
 - ``delete`` (and ``put(..., None)``) is memgate's forget: the item's text, value and vector
   are erased for good and a forget directive stays in the namespace (not listed as an item).
@@ -61,6 +62,7 @@ from langgraph.store.base import (
 )
 from langgraph.store.base.embed import get_text_at_path, tokenize_path
 
+from memgate.contract.defaults import MAX_LIMIT
 from memgate.contract.ids import derived_id
 from memgate.contract.records import QueryContext
 from memgate.contract.text_normal import tokens_v2
@@ -296,6 +298,9 @@ class MemgateStore(BaseStore):
     def _search(self, op: SearchOp) -> list[SearchItem]:
         if op.limit < 1 or op.offset < 0:
             raise ValueError(f"search: limit must be >= 1 and offset >= 0, got {op.limit}, {op.offset}")
+        if op.query and op.offset + op.limit > MAX_LIMIT:  # a ranked search ranks at most MAX_LIMIT
+            raise ValueError(f"search: field 'limit' with a query: offset + limit must be at most "
+                             f"{MAX_LIMIT} (MAX_LIMIT), got {op.offset} + {op.limit}")
         namespaces = self._namespaces_under(tuple(op.namespace_prefix))
         flt = op.filter or {}
         keyed = self.catalog.ids(

@@ -38,14 +38,13 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from typing import Any, Optional
 
-from memgate.contract.defaults import RERANK_DEPTH
+from memgate.contract.defaults import RERANK_DEPTH, check_limit
 from memgate.contract.ids import check_id, derived_id
 from memgate.contract.records import QueryContext
 from memgate.integrations.catalog import Catalog
 from memgate.integrations.filters import check_filters
 from memgate.integrations.opening import DEFAULT_POLICY_TAG, open_retriever, open_store
 from memgate.retriever import DEFAULT_DIRECTIVE
-from memgate.retriever.audit import iter_events, trail
 from memgate.retriever.schema import FORGET_DIRECTIVE_KIND, UnknownMemoryError
 
 USER_PREFIX = "user:"
@@ -73,6 +72,20 @@ def check_user_id(user_id: Any) -> str:
 
 def user_namespace(user_id: str) -> str:
     return USER_PREFIX + check_user_id(user_id)
+
+
+def check_time(value: Any, field: str = "time") -> str:
+    """An ISO 8601 date or date-time (``2026-05-01``, ``2026-05-01T12:00:00+00:00``), else a
+    ``ValueError`` naming ``field``: the Kleene exclusion compares times, so a time that is not
+    one must not reach it."""
+    if isinstance(value, str):
+        try:
+            datetime.fromisoformat(value)
+            return value
+        except ValueError:
+            pass
+    raise ValueError(f"field {field!r} must be an ISO 8601 date or date-time "
+                     f"(e.g. 2026-05-01T12:00:00+00:00), got {value!r}")
 
 
 def now_utc() -> str:
@@ -272,13 +285,17 @@ class Memory:
                limit: int = 10, intent: str = "unknown", purpose: Optional[str] = None,
                time: Optional[str] = None, subject: Optional[str] = None, risk: Optional[str] = None,
                asks: str = "fact", proposed_action: Optional[str] = None) -> SearchResults:
-        """The user's top ``limit`` admissible memories for ``query``, with allowed actions.
+        """The user's top ``limit`` (1 to ``MAX_LIMIT``) admissible memories for ``query``, with
+        allowed actions.
 
         ``filters`` restrict by metadata before truncation; ``intent`` (``current_state``,
         ``history`` or ``unknown``), ``purpose``, ``subject`` and ``time`` (default: now, UTC)
         are the query context the Kleene exclusion reads; ``risk`` / ``asks`` /
         ``proposed_action`` describe the request to the allowed-action policy."""
         ns = user_namespace(user_id)
+        check_limit(limit)
+        if time is not None:
+            check_time(time)
         flt = check_filters(filters)
         with self._model_lock, self._lock:  # (waits for a warm-up in progress)
             self._check_open()
@@ -323,16 +340,14 @@ class Memory:
             return [record_view(r, user_id) for r in records[:limit]]
 
     def history(self, memory_id: str, *, user_id: str) -> list[dict]:
-        """The memory's audit trail (stored, updated, retrieved, forgotten, ...; never text)."""
+        """The memory's audit trail (stored, updated, retrieved, forgotten, ...; never text): this
+        user's record of the id and this user's own queries only
+        (:meth:`memgate.retriever.GatedRetriever.history`)."""
         with self._lock:
             self._check_open()
-            self._own(memory_id, user_id, allow_forgotten=True)
-            log = self.retriever.audit
-            if log is None:
-                raise RuntimeError("this store keeps no audit log (pass audit_log= for a Qdrant server)")
-            self.store.flush_outbox()
+            record = self._own(memory_id, user_id, allow_forgotten=True)
             return [{"event": s.stage, "ts": s.ts, "query_id": s.query_id, "detail": s.detail}
-                    for s in trail(iter_events(log.path, log), memory_id)]
+                    for s in self.retriever.history(memory_id, principal=user_id, namespace=record.namespace)]
 
     def report_exposed(self, query_id: str, memory_ids: Iterable[str]) -> None:
         """Record which hits of ``query_id`` went into the prompt (audit: E within R)."""
@@ -341,5 +356,5 @@ class Memory:
             self.retriever.report_exposed(query_id, memory_ids)
 
 
-__all__ = ["MAX_USER_ID", "USER_PREFIX", "Memory", "SearchResults", "check_user_id", "now_utc",
+__all__ = ["MAX_USER_ID", "USER_PREFIX", "Memory", "SearchResults", "check_time", "check_user_id", "now_utc",
            "record_view", "user_namespace"]

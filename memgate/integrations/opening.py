@@ -73,8 +73,9 @@ def resolve_gate(gate: Any) -> tuple[Any, GateDecision]:
 
 def open_store(store: str = "embedded", *, path: Any = None, url: Optional[str] = None,
                collection: str = "memgate", api_key: Optional[str] = None, encoder: Any = None,
-               fsync: bool = True, audit_log: Any = None) -> Any:
-    """An :class:`EmbeddedStore` at ``path`` or a :class:`QdrantStore` (``path=`` or ``url=``)."""
+               fsync: bool = True, audit_log: Any = None, allow_damaged: bool = False) -> Any:
+    """An :class:`EmbeddedStore` at ``path`` or a :class:`QdrantStore` (``path=`` or ``url=``).
+    ``allow_damaged``: open an embedded store whose vector file is truncated (to verify it)."""
     encoder = encoder or default_encoder()
     if store not in STORES:
         raise ValueError(f"store must be one of {STORES}, got {store!r}")
@@ -82,7 +83,8 @@ def open_store(store: str = "embedded", *, path: Any = None, url: Optional[str] 
         if path is None or url is not None:
             raise ValueError("the embedded store needs path=DIR (and no url=)")
         threshold = ann.DEFAULT_THRESHOLD if ann.available() else None  # the [ann] extra
-        return EmbeddedStore(path, encoder.identity, fsync=fsync, ann_threshold=threshold)
+        return EmbeddedStore(path, encoder.identity, fsync=fsync, ann_threshold=threshold,
+                             allow_damaged=allow_damaged)
     if (path is None) == (url is None):
         raise ValueError("store='qdrant' needs exactly one of path=DIR (local mode) or url=")
     from memgate.retriever.qdrant_store import QdrantStore  # the [qdrant] extra (qdrant-client)

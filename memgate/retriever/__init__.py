@@ -30,6 +30,7 @@ from memgate.retriever.audit import (
     TrailStep,
     format_trail,
     iter_events,
+    operator_trail,
     trail,
     verify_log,
 )
@@ -95,6 +96,7 @@ __all__ = [
     "TrailStep",
     "UnknownMemoryError",
     "format_trail",
+    "operator_trail",
     "iter_events",
     "normalize_identity",
     "resolve_lifecycle",

@@ -10,7 +10,8 @@ Why this shape (benchmarks/bench_ann.py, docs/integrations.md section 7):
   graph is searched (a candidate that fails it is never counted toward k). When the filter keeps
   fewer than ``exact_fraction`` of a partition, the allowed records are scanned exactly instead.
 - **No second durable copy.** The graphs live in memory and are built from the store's
-  CRC-checked vector file the first time an approximate search needs them, then kept in step
+  vector file the first time an approximate search needs them (the rows a search returns are
+  checked against their CRC, :mod:`memgate.retriever.vector_file`), then kept in step
   with ``SupportIndex`` (the same feed as every other index): nothing to recover after a crash,
   nothing on disk to purge on forget.
 - **Forget.** A forgotten or replaced vector is overwritten in the graph (with zeros) and its

@@ -32,6 +32,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Optional
 
+from memgate.retriever.schema import StoreFullError, is_disk_full
+
 AUDIT_FORMAT = "memgate-audit/1"
 STORE_EVENTS = (
     "stored",
@@ -104,14 +106,23 @@ class AuditLog:
         with self._lock:
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
+                start = os.fstat(fd).st_size
                 # A torn previous line (killed mid-append) must not swallow this one.
-                if os.fstat(fd).st_size > 0 and not self._ends_with_newline():
+                if start > 0 and not self._ends_with_newline():
                     data = b"\n" + data
                 written = 0
-                while written < len(data):
-                    written += os.write(fd, data[written:])
-                if self.fsync:
-                    os.fsync(fd)
+                try:
+                    while written < len(data):
+                        written += os.write(fd, data[written:])
+                    if self.fsync:
+                        os.fsync(fd)
+                except OSError as exc:  # a full disk: leave no part of these lines behind
+                    if os.fstat(fd).st_size == start + written:  # (unless another process appended)
+                        os.ftruncate(fd, start)
+                    if is_disk_full(exc):
+                        raise StoreFullError(f"{self.path}: the disk is full ({exc}); "
+                                             f"{len(lines)} audit event(s) not written") from exc
+                    raise
             finally:
                 os.close(fd)
 
@@ -179,20 +190,49 @@ def _compact(d: Mapping[str, Any], keys: Iterable[str]) -> dict:
     return {k: d[k] for k in keys if d.get(k) not in (None, [], (), {})}
 
 
-def _other_namespace(item: Mapping[str, Any], namespace: Optional[str]) -> bool:
-    return namespace is not None and item.get("namespace", namespace) != namespace
+def _item_namespace(item: Mapping[str, Any], query_namespaces: Any) -> Optional[str]:
+    """The namespace of an id a query event names: the item's own (events since scoped ids),
+    else the query's one readable namespace, else unknown (None)."""
+    ns = item.get("namespace")
+    if ns is not None:
+        return ns
+    spaces = list(query_namespaces or ())
+    return spaces[0] if len(spaces) == 1 else None
 
 
-def trail(events: Iterable[Mapping[str, Any]], memory_id: str,
-          namespace: Optional[str] = None) -> list[TrailStep]:
-    """Every stage ``memory_id`` went through, in log order (ids and metadata only).
-    ``namespace`` keeps only that namespace's record of the id (ids are scoped per namespace;
-    events that do not name a namespace are kept)."""
+class _Scope:
+    """Which events of the log a trail may show: ``namespace`` (the record's namespace, None =
+    every namespace) and ``principal`` (whose queries, None = every principal's)."""
+
+    def __init__(self, namespace: Optional[str], principal: Optional[str]):
+        self.namespace, self.principal = namespace, principal
+
+    def record(self, event: Mapping[str, Any]) -> bool:
+        """A store event of the record: in the namespace (an event from before scoped ids, which
+        names none, only when the scope's principal made it)."""
+        if self.namespace is None:
+            return True
+        if "namespace" in event:
+            return event["namespace"] == self.namespace
+        return self.principal is None or event.get("principal") == self.principal
+
+    def query(self, event: Mapping[str, Any]) -> bool:
+        return self.principal is None or event.get("principal") == self.principal
+
+    def item(self, namespace: Optional[str]) -> bool:
+        """An id a query event names, whose namespace is ``namespace`` (None: unknown, which a
+        namespace scope never shows)."""
+        return self.namespace is None or namespace == self.namespace
+
+
+def _trail(events: Iterable[Mapping[str, Any]], memory_id: str, scope: _Scope) -> list[TrailStep]:
     steps: list[TrailStep] = []
+    retrieved_in: dict[str, Optional[str]] = {}  # query id -> the namespace its ranks give the id
+    read_by: dict[str, Any] = {}  # query id -> the namespaces it read
     for e in events:
         kind = e.get("event")
         if kind in STORE_EVENTS:
-            if _other_namespace(e, namespace):
+            if not scope.record(e):
                 continue
             if e.get("memory_id") == memory_id:
                 detail = {k: v for k, v in e.items()
@@ -204,32 +244,68 @@ def trail(events: Iterable[Mapping[str, Any]], memory_id: str,
             elif kind == "stored" and memory_id in (e.get("derived_from") or ()):
                 steps.append(TrailStep("source_of", e["ts"], {"derived": e["memory_id"]}))
             continue
+        if kind not in QUERY_EVENTS or not scope.query(e):
+            continue
         qid = e.get("query_id")
         who = _compact(e, ("principal", "intent", "purpose"))
         if kind == "retrieved":
+            spaces = read_by[qid] = e.get("namespaces")
+            for item in e.get("ranks", ()):
+                if item["memory_id"] == memory_id:
+                    retrieved_in[qid] = _item_namespace(item, spaces)
             versions = _compact(e, _VERSION_KEYS)
             for item in e.get("ranks", ()):
-                if item["memory_id"] == memory_id and not _other_namespace(item, namespace):
+                if item["memory_id"] == memory_id and scope.item(_item_namespace(item, spaces)):
                     flags = {"needs_review": True} if item.get("needs_review") else {}
                     steps.append(TrailStep("retrieved", e["ts"], {
-                        **who, **_compact(item, _RANK_KEYS), **flags, **versions}, qid))
+                        **who, **_compact(item, ("namespace",) + _RANK_KEYS), **flags, **versions}, qid))
             for item in e.get("excluded", ()):
-                if item["memory_id"] == memory_id:
+                if item["memory_id"] == memory_id and scope.item(_item_namespace(item, spaces)):
                     steps.append(TrailStep("not_retrieved", e["ts"], {
-                        **who, **_compact(item, ("reasons", "unresolved", "lifecycle", "cosine_rank")),
-                        **versions}, qid))
+                        **who, **_compact(item, ("namespace", "reasons", "unresolved", "lifecycle",
+                                                 "cosine_rank")), **versions}, qid))
             for item in e.get("dropped", ()):
-                if item["memory_id"] == memory_id:
+                if item["memory_id"] == memory_id and scope.item(_item_namespace(item, spaces)):
                     steps.append(TrailStep("dropped", e["ts"], {
-                        **who, **_compact(item, ("reason", "suppression", "threshold")), **versions}, qid))
+                        **who, **_compact(item, ("namespace", "reason", "suppression", "threshold")),
+                        **versions}, qid))
         elif kind == "exposed" and memory_id in e.get("memory_ids", ()):
-            steps.append(TrailStep("exposed", e["ts"], who, qid))
+            # an exposure names ids of its query's retrieval: their namespaces are the ranks'
+            if scope.item(retrieved_in.get(qid)):
+                steps.append(TrailStep("exposed", e["ts"], who, qid))
         elif kind == "disclosed":
             for hit in e.get("hits", ()):
-                if hit["memory_id"] == memory_id:
+                if hit["memory_id"] != memory_id:
+                    continue
+                ns = retrieved_in.get(qid) or _item_namespace(hit, read_by.get(qid))
+                if scope.item(ns):
                     steps.append(TrailStep("disclosed", e["ts"], {
                         **who, "was_exposed": hit.get("exposed"), "was_retrieved": hit.get("retrieved")}, qid))
     return steps
+
+
+def trail(events: Iterable[Mapping[str, Any]], memory_id: str, *, namespace: str,
+          principal: str) -> list[TrailStep]:
+    """One tenant's view of ``memory_id``: the record ``(namespace, memory_id)`` (ids are scoped
+    per namespace) through ``principal``'s own queries, in log order (ids and metadata only).
+
+    Store events (stored, updated, forgotten, ...) of the record in ``namespace``; query events
+    (retrieved, not_retrieved, dropped, exposed, disclosed) only of queries ``principal`` made
+    and only where they name the record in ``namespace``. Another namespace's record with the
+    same id, and another principal's queries, are never shown (every agent surface's history
+    is this function). The store's operator reads the whole log with :func:`operator_trail`."""
+    for name, value in (("namespace", namespace), ("principal", principal)):
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"trail: field {name!r} must be a non-empty string, got {value!r}")
+    return _trail(events, memory_id, _Scope(namespace, principal))
+
+
+def operator_trail(events: Iterable[Mapping[str, Any]], memory_id: str,
+                   namespace: Optional[str] = None, principal: Optional[str] = None) -> list[TrailStep]:
+    """The store operator's view (``memgate audit``): every namespace's record of
+    ``memory_id`` and every principal's queries, unless ``namespace`` / ``principal`` narrow it.
+    Not for tenants: an id used in several namespaces shows all of their events."""
+    return _trail(events, memory_id, _Scope(namespace, principal))
 
 
 def _fmt_value(value: Any) -> str:
@@ -342,6 +418,7 @@ __all__ = [
     "format_trail",
     "iter_events",
     "make_event",
+    "operator_trail",
     "trail",
     "utc_now",
     "verify_log",

@@ -126,7 +126,8 @@ class KleeneExclusion:
             for rank, p in enumerate(top_all.tolist(), start=1):
                 if p in out:
                     resolved, _, reasons, unresolved = verdicts.info[int(idx.sig[p])]
-                    excluded.append(Exclusion(idx.ids[p], reasons, unresolved, resolved, rank))
+                    excluded.append(Exclusion(idx.ids[p], reasons, unresolved, resolved, rank,
+                                              idx.namespaces[p]))
         counts: dict[str, int] = {}
         if len(verdicts.sig):
             per_sig = np.bincount(verdicts.sig[dropped], minlength=len(idx.sig_keys))

@@ -5,9 +5,10 @@ hashes) (a mixin of :class:`memgate.retriever.GatedRetriever`)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Optional
 
 from memgate.contract.records import QueryContext
-from memgate.retriever.audit import AuditError, make_event
+from memgate.retriever.audit import AuditError, TrailStep, iter_events, make_event, trail
 from memgate.retriever.results import Disclosure, RetrievalResult
 
 
@@ -32,11 +33,11 @@ class ExposureAudit:
             rerank_depth=self.config.rerank_depth if result.gate_version else None,
             candidates=result.candidates, unresolved_kept=result.unresolved_kept,
             ranks=[it.to_dict() for it in result.items],
-            excluded=[{"memory_id": e.memory_id, "reasons": list(e.reasons),
+            excluded=[{"memory_id": e.memory_id, "namespace": e.namespace, "reasons": list(e.reasons),
                        "unresolved": list(e.unresolved), "lifecycle": e.lifecycle,
                        "cosine_rank": e.cosine_rank} for e in result.excluded],
             excluded_counts=result.excluded_counts,
-            dropped=[{"memory_id": d.memory_id, "reason": "gate_suppression",
+            dropped=[{"memory_id": d.memory_id, "namespace": d.namespace, "reason": "gate_suppression",
                       "suppression": d.suppression, "threshold": d.threshold} for d in result.dropped],
             gate_version=result.gate_version, drop_threshold=self.drop_threshold if result.gate_version else None,
             policy_version=result.policy_version, action_policy_version=result.action_policy_version,
@@ -68,6 +69,21 @@ class ExposureAudit:
         if self.audit is not None:
             self.audit.append(make_event("exposed", clock=self.clock, query_id=query_id, memory_ids=ids,
                                          principal=record["principal"]))
+
+    def history(self, memory_id: str, *, principal: str, namespace: Optional[str] = None) -> list[TrailStep]:
+        """``principal``'s audit trail of the record ``memory_id`` names for it (in ``namespace``,
+        or the one namespace of its ACL that holds the id: the same lookup, and the same refusal
+        for another tenant's id, as every by-id call): the record's store events and
+        ``principal``'s own queries only (:func:`memgate.retriever.audit.trail`). Forgotten
+        records keep their trail."""
+        if not isinstance(principal, str) or not principal:
+            raise ValueError(f"history: field 'principal' must be a non-empty string, got {principal!r}")
+        record = self._check_record_access(principal, memory_id, namespace)
+        if self.audit is None:
+            raise RuntimeError("this store keeps no audit log (pass audit_log= for a Qdrant server)")
+        self.store.flush_outbox()  # every committed store event is in the log
+        return trail(iter_events(self.audit.path, self.audit), memory_id, namespace=record.namespace,
+                     principal=principal)
 
     def report_answer(self, query_id: str, answer: str) -> list[Disclosure]:
         """Scan the answer the caller produced for the protected markers of the memories in the

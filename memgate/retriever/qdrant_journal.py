@@ -4,6 +4,7 @@ migration through the same journal (a mixin of :class:`memgate.retriever.qdrant_
 
 from __future__ import annotations
 
+import logging
 import warnings
 from collections.abc import Mapping
 from contextlib import contextmanager
@@ -20,7 +21,10 @@ from memgate.retriever.qdrant_points import (
     point_id,
     qm,
 )
+from memgate.retriever.schema import StoreFullError, is_disk_full
 from memgate.retriever.suppression import Suppressed, new_key
+
+log = logging.getLogger("memgate")
 
 
 class QdrantJournal:
@@ -28,9 +32,16 @@ class QdrantJournal:
 
     @contextmanager
     def _write(self):
-        """Stage a write (validated against current points), then commit it through the journal."""
+        """Stage a write (validated against current points), then commit it through the journal.
+        A full disk raises :class:`StoreFullError` saying whether the write is absent or
+        journaled (then completed by the next write or open); audit events a full disk kept out
+        of the log are appended after the next write (they are lost if the process ends first:
+        this store has no outbox)."""
         with self._lock:
-            self._recover()
+            try:
+                self._recover()
+            except Exception as exc:
+                raise self._full(exc, staged=False) if is_disk_full(exc) else exc
             meta = self._meta()
             self._pending = {}
             self._sup_put: dict[tuple, Suppressed] = {}
@@ -40,7 +51,15 @@ class QdrantJournal:
             self._counters = dict(meta)
             try:
                 yield
-                self._commit(self._journal())
+                try:
+                    self._commit(self._journal())
+                except Exception as exc:
+                    if not is_disk_full(exc):
+                        raise
+                    full = self._full(exc)
+                    if "journal" in str(full):  # (completed later: so are its events)
+                        self._unlogged = getattr(self, "_unlogged", []) + self._events
+                    raise full from exc
                 for slot in self._dead_slots:  # replaced or forgotten vectors
                     self._mirror_set(slot, None)
                 for memory, slot, vector, _ in self._pending.values():
@@ -48,8 +67,29 @@ class QdrantJournal:
                         self._mirror_set(slot, vector)
             finally:
                 self._pending = None
-            if self.audit is not None and self._events:
-                self.audit.append_many(self._events)
+            events = getattr(self, "_unlogged", []) + self._events
+            if self.audit is not None and events:
+                try:
+                    self.audit.append_many(events)
+                    self._unlogged = []
+                except StoreFullError as exc:  # the write is applied: it must not look refused
+                    self._unlogged = events
+                    log.warning("%s; the write itself was applied, its events wait in this process", exc)
+
+    def _full(self, exc: BaseException, staged: bool = True) -> StoreFullError:
+        """What a full disk did to this write: nothing, or a journal that completes it later
+        (``staged=False``: it failed completing an earlier write's journal, before this one)."""
+        try:
+            raw = self._meta_point()
+        except Exception:  # (the collection cannot be read either)
+            raw = None
+        where = f"the Qdrant collection {self.collection!r}"
+        if not staged or raw is None or raw.payload.get("_journal") is None:
+            return StoreFullError(f"{where}: the disk is full ({exc}); nothing of this write was stored: "
+                                  "free space and retry (this store stays usable)")
+        return StoreFullError(f"{where}: the disk is full ({exc}); this write is in the store's journal "
+                              "and is completed, all of it, by the next write or open once space is "
+                              "freed: do not retry it")
 
     def _journal(self) -> dict:
         """The staged write as JSON: deletions, points (record, tombstone, suppression), counters."""

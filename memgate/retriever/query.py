@@ -11,6 +11,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from memgate.contract.defaults import check_limit
 from memgate.contract.records import QueryContext
 from memgate.retriever.audit import AuditError
 from memgate.retriever.config import actions_module as _actions
@@ -46,7 +47,8 @@ class QueryPath:
         risk: Optional[str] = None,
         only_ids: Optional[Iterable[str]] = None,
     ) -> RetrievalResult:
-        """Top ``k`` admissible memories for ``query_text`` under ``context``.
+        """Top ``k`` admissible memories for ``query_text`` under ``context`` (``k`` from 1 to
+        :data:`memgate.contract.defaults.MAX_LIMIT`).
 
         ``asks`` / ``proposed_action`` / ``risk`` describe the request to the allowed-action
         policy (:class:`memgate.actions.ActionQuery`); ``context.intent`` is its intent.
@@ -55,8 +57,7 @@ class QueryPath:
         record): it is part of the store search's filter like the Kleene exclusions, so it
         applies before truncation; ids outside the readable namespaces are ignored.
         """
-        if type(k) is not int or k < 1:
-            raise ValueError(f"k must be an int >= 1, got {k!r}")
+        check_limit(k, "k")
         if not isinstance(query_text, str):
             raise TypeError("query_text must be a string")
         readable = self.readable_namespaces(context)

@@ -90,7 +90,7 @@ class GatedRanking:
             suppression = g_cos - s
             keep_g = suppression < self.drop_threshold
             ranking.dropped.extend(
-                GateDrop(idx.ids[p], float(sup), self.drop_threshold)
+                GateDrop(idx.ids[p], float(sup), self.drop_threshold, idx.namespaces[p])
                 for p, sup, kept in zip(g_pos.tolist(), suppression, keep_g) if not kept)
         ranking.gate_scores.update(zip(g_pos.tolist(), s.tolist()))
         by_gate, _ = self._top(g_pos[keep_g], s[keep_g], len(g_pos))

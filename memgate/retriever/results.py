@@ -50,6 +50,7 @@ class Exclusion:
     unresolved: tuple
     lifecycle: str
     cosine_rank: int
+    namespace: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,7 @@ class GateDrop:
     memory_id: str
     suppression: float
     threshold: float
+    namespace: Optional[str] = None
 
 
 @dataclass(frozen=True)

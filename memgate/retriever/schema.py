@@ -24,8 +24,10 @@ record semantics an agent's memory path needs.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
+import sqlite3
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Mapping, Optional
 
@@ -33,6 +35,7 @@ from memgate.contract.admissibility import LIFECYCLE_STATES, SupersessionScope
 
 FORGET_DIRECTIVE_KIND = "forget_directive"
 MAX_ATTRIBUTES_BYTES = 16_384
+MAX_ATTRIBUTES_DEPTH = 32  # nested objects / lists in a metadata value (a JSON encoder's recursion stays far off)
 
 # Fields whose change alters what the record claims: derived records then need review.
 CONTENT_FIELDS = ("text", "applicability")
@@ -106,6 +109,26 @@ class AmbiguousMemoryError(StoreError, ValueError):
     must say which (``namespace=``)."""
 
 
+class StoreFullError(StoreError):
+    """The disk holding the store is full (ENOSPC, SQLite's "database or disk is full"): the
+    write was not applied (or, after its commit, its audit events wait in the store's outbox);
+    the handle stays usable once space is freed."""
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` says the disk is full: ENOSPC / EDQUOT from the OS, or SQLite's
+    ``database or disk is full`` (SQLITE_FULL)."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    return isinstance(exc, sqlite3.OperationalError) and "database or disk is full" in str(exc)
+
+
+class DamagedStoreError(StoreError):
+    """A store file does not hold what its records say (a truncated vector file, a vector that
+    does not match its checksum): refused rather than returned. The message names the file and
+    the fix (``memgate store verify``, restore from an export)."""
+
+
 # The longest memory (and query) text a store or retriever accepts, in characters. Longer texts
 # are refused, not truncated: the bundled encoder reads only the first 256 word pieces (about
 # 1,000 characters of English) anyway, and the reliability audit saw a 1 MB text take 56 s and
@@ -137,19 +160,23 @@ def _str_tuple(value: Any, name: str, optional: bool = False) -> Optional[tuple]
 
 def check_attributes(value: Any, name: str = "attributes") -> dict:
     """A copy of a free-form metadata object: string keys, JSON values, finite numbers, at most
-    ``MAX_ATTRIBUTES_BYTES`` serialised (errors name the field and key)."""
+    ``MAX_ATTRIBUTES_DEPTH`` levels of nesting and ``MAX_ATTRIBUTES_BYTES`` serialised (errors
+    name the field and key)."""
     if not isinstance(value, Mapping):
         raise ValueError(f"field {name!r} must be a JSON object (a mapping), got {type(value).__name__}")
 
-    def check(item: Any, path: str) -> None:
+    def check(item: Any, path: str, depth: int = 0) -> None:
+        if isinstance(item, (Mapping, list, tuple)) and depth >= MAX_ATTRIBUTES_DEPTH:
+            raise ValueError(f"field {path[:120]!r} nests deeper than {MAX_ATTRIBUTES_DEPTH} levels "
+                             f"(MAX_ATTRIBUTES_DEPTH)")
         if isinstance(item, Mapping):
             for key, sub in item.items():
                 if not isinstance(key, str) or not key:
                     raise ValueError(f"field {path!r}: keys must be non-empty strings, got {key!r}")
-                check(sub, f"{path}.{key}")
+                check(sub, f"{path}.{key}", depth + 1)
         elif isinstance(item, (list, tuple)):
             for i, sub in enumerate(item):
-                check(sub, f"{path}[{i}]")
+                check(sub, f"{path}[{i}]", depth + 1)
         elif isinstance(item, float) and not math.isfinite(item):
             raise ValueError(f"field {path!r} must be a finite number, got {item!r}")
         elif item is not None and not isinstance(item, (str, bool, int, float)):
@@ -431,9 +458,11 @@ __all__ = [
     "CONTENT_FIELDS",
     "FORGET_DIRECTIVE_KIND",
     "MAX_ATTRIBUTES_BYTES",
+    "MAX_ATTRIBUTES_DEPTH",
     "MAX_TEXT_CHARS",
     "UPDATABLE_FIELDS",
     "AmbiguousMemoryError",
+    "DamagedStoreError",
     "Applicability",
     "EncoderMismatchError",
     "ForgottenMemoryError",
@@ -441,12 +470,14 @@ __all__ = [
     "RepeatedDetailError",
     "StaleRevisionError",
     "StoreError",
+    "StoreFullError",
     "SupersededIn",
     "Supersedes",
     "SuppressedContentError",
     "UnknownMemoryError",
     "check_attributes",
     "check_text_size",
+    "is_disk_full",
     "scope_from_dict",
     "scope_to_dict",
 ]

@@ -32,10 +32,10 @@ schema, migration, ``verify``) in :mod:`memgate.retriever.store_layout`; both ar
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sqlite3
 import threading
-import zlib
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from pathlib import Path
@@ -45,7 +45,13 @@ import numpy as np
 
 from memgate.retriever.ann import AnnIndex
 from memgate.retriever.audit import AuditLog, utc_now
-from memgate.retriever.schema import AmbiguousMemoryError, Memory, UnknownMemoryError
+from memgate.retriever.schema import (
+    AmbiguousMemoryError,
+    Memory,
+    StoreFullError,
+    UnknownMemoryError,
+    is_disk_full,
+)
 from memgate.retriever.semantics import (
     ENCODER_KEYS,
     IndexEntry,
@@ -79,9 +85,12 @@ from memgate.retriever.support import (
     top_by_score,
 )
 from memgate.retriever.suppression import new_key
+from memgate.retriever.vector_file import VectorFile
+
+log = logging.getLogger("memgate")
 
 
-class EmbeddedStore(EmbeddedSuppression, RecordSemantics, StoreIntegrity):
+class EmbeddedStore(EmbeddedSuppression, VectorFile, RecordSemantics, StoreIntegrity):
     """SQLite records + a memory-mapped float32 vector file, in one directory.
 
     ``EmbeddedStore(path, encoder_identity)`` creates the store (the identity, with ``dim``, is
@@ -89,7 +98,9 @@ class EmbeddedStore(EmbeddedSuppression, RecordSemantics, StoreIntegrity):
     :class:`AuditLog`, ``True`` for ``<path>/audit.jsonl`` (default) or ``None`` for no log.
     ``ann_threshold`` (needs hnswlib): ``search(exact=False)`` uses an in-memory HNSW graph for
     each namespace with at least that many live records (``GatedRetriever`` asks for it with
-    ``RetrieverConfig(exact_search=False)``; ``memgate.Memory`` does by default).
+    ``RetrieverConfig(exact_search=False)``; ``memgate.Memory`` does by default). A vector
+    file shorter than its records need is refused (:class:`DamagedStoreError`) unless
+    ``allow_damaged=True`` (for ``verify()``; :mod:`memgate.retriever.vector_file`).
     """
 
     def __init__(
@@ -101,6 +112,7 @@ class EmbeddedStore(EmbeddedSuppression, RecordSemantics, StoreIntegrity):
         clock: Callable[[], str] = utc_now,
         fsync: bool = True,
         ann_threshold: Optional[int] = None,
+        allow_damaged: bool = False,
     ):
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
@@ -145,17 +157,18 @@ class EmbeddedStore(EmbeddedSuppression, RecordSemantics, StoreIntegrity):
         self._key = bytes.fromhex(meta["suppression_key"])
         if encoder_identity is not None:
             self.check_encoder(encoder_identity, "open the store")
-        self._vpath = self.path / VECTOR_FILE
-        self._vfd = os.open(self._vpath, os.O_RDWR | os.O_CREAT, 0o644)
-        self._mmap: Optional[np.ndarray] = None
+        self._open_vectors(self.path / VECTOR_FILE, allow_damaged)  # (refuses a truncated file)
         if audit is True:
             audit = AuditLog(self.path / AUDIT_FILE, fsync=fsync)
         self.audit: Optional[AuditLog] = audit or None
         self._search_index = SupportIndex()  # namespaces, states and slots for search()
         # search(exact=False): HNSW graphs for namespaces with >= ann_threshold live records
         self._ann = None if ann_threshold is None else AnnIndex(self.dim, ann_threshold)
-        self._purge_pending()
-        self.flush_outbox()
+        try:
+            self._purge_pending()
+            self.flush_outbox()
+        except StoreFullError as exc:  # a full disk still opens: reads work, writes say it is full
+            log.warning("%s; they are retried by the next write", exc)
 
     # -- plumbing -----------------------------------------------------------------------------
 
@@ -193,28 +206,42 @@ class EmbeddedStore(EmbeddedSuppression, RecordSemantics, StoreIntegrity):
                 self._vectors_dirty = False
                 self._hook("before_commit")
                 self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
+            except BaseException as exc:
+                self._vectors_dirty = False
+                if self._db.in_transaction:  # (SQLite has rolled back itself after SQLITE_FULL)
+                    try:
+                        self._db.execute("ROLLBACK")
+                    except sqlite3.Error:  # (the error that got us here is the one to raise)
+                        pass
+                if is_disk_full(exc):
+                    raise StoreFullError(
+                        f"{self.path}: the disk is full ({exc}); nothing of this write was stored: "
+                        "free space and retry (this store stays usable)") from exc
                 raise
 
     @contextmanager
     def _write(self):
-        """A write transaction followed by the post-commit work (purges, audit outbox)."""
+        """A write transaction followed by the post-commit work (purges, audit outbox). A full
+        disk during the post-commit work does not fail the committed write: the purges and the
+        audit events stay queued in the database and are done by the next write or open."""
         with self._txn():
             self._events: list[dict] = []
             yield
             for event in self._events:
                 self._db.execute("INSERT INTO outbox (event) VALUES (?)", (json.dumps(event),))
         self._hook("after_commit")
-        self._purge_pending()
-        self._sync_ann()
-        self.flush_outbox()
+        for step in (self._purge_pending, self._sync_ann, self.flush_outbox):
+            try:
+                step()
+            except StoreFullError as exc:  # (each step on its own: the graphs never wait)
+                log.warning("%s; the write itself was committed, this waits in the store", exc)
 
     def _refresh_search_index(self) -> SupportIndex:
         index = self._search_index
         if self.version() != index.seq:
-            version, entries = self.changes_since(index.seq)
+            version, entries, crcs = self._changes(index.seq)
             index.apply(entries)
+            self._note_crcs(crcs)
             index.seq = version
         return index
 
@@ -254,65 +281,6 @@ class EmbeddedStore(EmbeddedSuppression, RecordSemantics, StoreIntegrity):
 
     def _describe(self) -> str:
         return f"the store at {self.path}"
-
-    # -- vectors ------------------------------------------------------------------------------
-
-    def _write_vector(self, slot: int, v: np.ndarray) -> int:
-        """Write one vector; it is fsynced before the transaction that references it commits."""
-        data = v.tobytes()
-        os.pwrite(self._vfd, data, slot * self.dim * 4)
-        self._vectors_dirty = True
-        return zlib.crc32(data)
-
-    def _new_slot(self, v: np.ndarray) -> tuple[int, int]:
-        slot = self._bump("next_slot") - 1
-        crc = self._write_vector(slot, v)
-        self._hook("after_vector")
-        return slot, crc
-
-    def _purge_pending(self) -> None:
-        """Zero every vector slot queued for purging (forgotten or replaced vectors)."""
-        with self._lock:
-            slots = [s for (s,) in self._db.execute("SELECT slot FROM purge")]
-            if not slots:
-                return
-            zero = np.zeros(self.dim, dtype="<f4")
-            for slot in slots:
-                os.pwrite(self._vfd, zero.tobytes(), slot * self.dim * 4)
-            os.fsync(self._vfd)
-            with self._txn():
-                self._db.executemany("DELETE FROM purge WHERE slot = ?", [(s,) for s in slots])
-
-    def vector_matrix(self) -> np.ndarray:
-        """All slots as a read-only (n_slots, dim) float32 memory map (remapped when it grows)."""
-        with self._lock:
-            rows = os.fstat(self._vfd).st_size // (self.dim * 4)
-            if self._mmap is None or self._mmap.shape[0] != rows:
-                if rows == 0:
-                    self._mmap = np.zeros((0, self.dim), dtype=np.float32)
-                else:
-                    self._mmap = np.memmap(self._vpath, dtype="<f4", mode="r", shape=(rows, self.dim))
-            return self._mmap
-
-    def vectors_for(self, memory_ids: Iterable[str], *,
-                    namespace: Optional[str] = None) -> dict[str, np.ndarray]:
-        """Copies of the stored vectors of live records (forgotten ones have none)."""
-        out = {}
-        matrix = self.vector_matrix()
-        with self._lock:
-            for memory_id in memory_ids:
-                try:
-                    ns = self._resolve(memory_id, namespace)
-                except UnknownMemoryError:
-                    continue
-                row = self._db.execute(
-                    "SELECT slot FROM records WHERE namespace = ? AND memory_id = ? AND slot IS NOT NULL",
-                    (ns, memory_id)).fetchone()
-                if row is not None:
-                    if row[0] >= matrix.shape[0]:
-                        matrix = self.vector_matrix()
-                    out[memory_id] = np.array(matrix[row[0]])
-        return out
 
     # -- rows ---------------------------------------------------------------------------------
 
@@ -394,20 +362,26 @@ class EmbeddedStore(EmbeddedSuppression, RecordSemantics, StoreIntegrity):
 
     def changes_since(self, seq: int) -> tuple[int, list[IndexEntry]]:
         """Index entries of every record written after ``seq``, and the current version."""
+        version, entries, _ = self._changes(seq)
+        return version, entries
+
+    def _changes(self, seq: int) -> tuple[int, list[IndexEntry], list[tuple[int, int]]]:
+        """``changes_since`` and the (slot, CRC) of each live record among the changes."""
         with self._lock:
             self._db.execute("BEGIN")  # one consistent snapshot of version and rows
             try:
                 version = self.version()
                 rows = self._db.execute(
-                    "SELECT memory_id, namespace, slot, lifecycle_state, seq, data FROM records "
+                    "SELECT memory_id, namespace, slot, lifecycle_state, seq, data, vec_crc FROM records "
                     "WHERE seq > ? ORDER BY seq", (seq,)
                 ).fetchall()
             finally:
                 self._db.execute("COMMIT")
         entries = [index_entry(json.loads(data), memory_id=memory_id, namespace=namespace, slot=slot,
                                lifecycle_state=state, seq=row_seq)
-                   for memory_id, namespace, slot, state, row_seq, data in rows]
-        return version, entries
+                   for memory_id, namespace, slot, state, row_seq, data, _ in rows]
+        crcs = [(row[2], row[6]) for row in rows if row[2] is not None and row[6] is not None]
+        return version, entries, crcs
 
     def namespace_of(self, memory_id: str) -> Optional[str]:
         """The namespace of the one record with this id (None if none; several raise)."""
@@ -454,15 +428,20 @@ class EmbeddedStore(EmbeddedSuppression, RecordSemantics, StoreIntegrity):
         with self._lock:
             index = self._refresh_search_index()
             matrix = self.vector_matrix()
-            if not exact and self._ann is not None:
-                top, scores = self._ann_search(q, ns, {"forgotten", *exclude_states}, exclude_ids, k,
-                                               index, matrix)
-            else:
-                support = index.support(ns, {"forgotten", *exclude_states}, exclude_ids)
-                top, scores = self._exact_search(q, support, k, index, matrix)
+            try:
+                if not exact and self._ann is not None:
+                    top, scores = self._ann_search(q, ns, {"forgotten", *exclude_states}, exclude_ids, k,
+                                                   index, matrix)
+                else:
+                    support = index.support(ns, {"forgotten", *exclude_states}, exclude_ids)
+                    top, scores = self._exact_search(q, support, k, index, matrix)
+            except IndexError:  # a slot beyond the file: it was cut short while open
+                raise self._damaged(self._vector_file_problem() or "a record's slot lies beyond the "
+                                    "vector file") from None
             readable_codes = {index.ns_code[n] for n in ns if n in index.ns_code}
             if not set(index.ns[top].tolist()) <= readable_codes:  # defence in depth
                 raise AssertionError(f"search returned a record outside {ns}")
+            self._check_returned(top, index, matrix)  # (a damaged row is refused, not returned)
             if with_namespace:
                 return [(index.ids[p], float(c), index.namespaces[p])
                         for p, c in zip(top.tolist(), scores.tolist())]

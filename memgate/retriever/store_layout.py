@@ -83,6 +83,9 @@ class StoreIntegrity:
         without text or vector that are not forgotten, forgotten records that kept either,
         slots beyond the vector file or the slot counter, purges still pending."""
         problems = []
+        truncated = self._vector_file_problem()
+        if truncated:
+            problems.append(f"{self._vpath}: {truncated}")
         matrix = self.vector_matrix()
         with self._lock:
             rows = self._db.execute(

@@ -22,6 +22,7 @@ from memgate.contract.seeding import seed_everything
 from memgate.datasets.data_check import verify_data_dir
 from memgate.datasets.datagen import generate, mine
 from memgate.datasets.real.io_guard import no_report_access
+from memgate.datasets.real.paths import real_data_available, real_data_root
 from memgate.datasets.synthetic import load_split
 from memgate.eval.drop_calibration import calibrate_scorer, gate_suppression
 from memgate.eval.engine import headline_for_export, prepare
@@ -42,13 +43,42 @@ def encoder_from(config: TrainConfig) -> Encoder:
     return Encoder(config.encoder, repo_root=REPO_ROOT)
 
 
+def _missing_data(config: TrainConfig, data_dir: Path) -> FileNotFoundError:
+    return FileNotFoundError(
+        f"data.data_dir: {data_dir} has no meta.json and data.regenerate_if_missing=false (generate it "
+        f"with `memgate generate --config {config.data.data_config} --out {data_dir}` or set "
+        "data.regenerate_if_missing=true)")
+
+
+def check_inputs(config: TrainConfig) -> None:
+    """Every input ``train`` and its selection guards read, checked before any work (the guards
+    encode the real select parts for minutes, ``train`` embeds the triples): the data directory
+    (its files against ``meta.json``'s hashes, or the data config that regenerates it) and the
+    real data each enabled guard needs. Each failure is one line naming the field."""
+    data_dir = resolve_path(config.data.data_dir)
+    if (data_dir / "meta.json").exists():
+        verify_data_dir(data_dir, mined_key=encoder_from(config).key if config.data.use_mined else None)
+    elif not config.data.regenerate_if_missing:
+        raise _missing_data(config, data_dir)
+    elif not resolve_path(config.data.data_config).is_file():
+        raise FileNotFoundError(f"data.data_config: {resolve_path(config.data.data_config)} does not exist "
+                                f"(it would generate the missing {data_dir})")
+    for key in ("locomo_guard", "gatemem_guard"):
+        root = real_data_root(config.real_data_root)
+        if getattr(config.selection, key) and not real_data_available(root):
+            raise FileNotFoundError(
+                f"selection.{key}: real data not found at {root} (no SHA256SUMS); the repository ships "
+                f"it under data/real (set MEMGATE_DATA or real_data_root to another copy), or pass "
+                f"selection.{key}=false to select without it")
+
+
 def ensure_data(config: TrainConfig) -> Path:
     """The data directory, generated from ``data.data_config`` when missing (and allowed)."""
     data_dir = resolve_path(config.data.data_dir)
     if (data_dir / "meta.json").exists():
         return data_dir
     if not config.data.regenerate_if_missing:
-        raise FileNotFoundError(f"{data_dir} has no meta.json and data.regenerate_if_missing=false")
+        raise _missing_data(config, data_dir)
     log.info("generating %s from %s", data_dir, config.data.data_config)
     generate(resolve_path(config.data.data_config), data_dir)
     if config.data.use_mined:
@@ -246,6 +276,7 @@ def train(
     out_dir: Optional[Path] = None,
 ) -> dict:
     """Train, select and export one gate; returns a summary (also written as train_summary.json)."""
+    check_inputs(config)  # (memgate train checks them before its guards too)
     set_offline_defaults()
     torch.set_num_threads(config.trainer.num_threads)
     started = time.perf_counter()

@@ -10,12 +10,16 @@ and the MCP tools (called in process), each over every store kind of
         with pytest.raises(Refused): s.add(user, "locker code 4417")
 
 An adapter raises :class:`Refused` when the surface refuses a write (``reason`` is
-``"suppressed"`` for forgotten content, ``"invalid"`` for bad input such as an id), and returns
-plain dicts ``{"id", "text", "metadata"}`` from ``get`` and ``search``. ``caps`` says what the
-surface can do (``memory_id``: the caller chooses ids; ``metadata``; ``markers``; ``update``;
-``relearn``: ``allow_relearn=True``). A new surface is one more adapter in ``SURFACES``; a new
-store kind joins through ``KINDS``. Tests of other properties (tenants, audit) extend this
-module: ``new_user`` gives each example a principal of its own.
+``"suppressed"`` for forgotten content, ``"invalid"`` for bad input such as an id) and
+:class:`NotFound` when it answers "no memory" for an id (``update``, ``forget``, ``history``),
+and returns plain dicts ``{"id", "text", "metadata"}`` from ``get`` and ``search`` and
+``{"event", "ts", "query_id", "detail"}`` from ``history``. ``caps`` says what the surface can do
+(``memory_id``: the caller chooses ids; ``metadata``; ``markers``; ``update``; ``relearn``:
+``allow_relearn=True``; ``history``: the audit trail). A new surface is one more adapter in
+``SURFACES``; a new store kind joins through ``KINDS``. Tests of other properties (tenants,
+audit) extend this module: ``new_user`` gives each example a principal of its own, and
+``expose`` searches and reports every hit as put in the prompt (through the library under the
+surface: no surface but the retriever and ``Memory`` has that call).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from typing import Any, Optional
 from urllib.parse import quote
 
 from memgate.contract.records import QueryContext
-from memgate.retriever.schema import RepeatedDetailError, SuppressedContentError
+from memgate.retriever.schema import RepeatedDetailError, SuppressedContentError, UnknownMemoryError
 from tests.retriever.store_helpers import KINDS, HashEncoder, make_retriever, make_store
 
 SURFACES = ("retriever", "memory", "langgraph", "http", "mcp")
@@ -44,6 +48,10 @@ class Refused(Exception):
         self.reason, self.message = reason, message
 
 
+class NotFound(Exception):
+    """The surface answered "no memory" for an id (an unknown id, another tenant's, forgotten)."""
+
+
 def _reason(message: str) -> str:
     return "suppressed" if "repeats content forgotten" in message or "repeats forgotten" in message else "invalid"
 
@@ -52,6 +60,8 @@ def _reason(message: str) -> str:
 def _refusals():
     try:
         yield
+    except (UnknownMemoryError, KeyError, PermissionError) as exc:  # (the retriever's answers)
+        raise NotFound(str(exc)) from None
     except (SuppressedContentError, RepeatedDetailError) as exc:
         raise Refused("suppressed", str(exc)) from None
     except (ValueError, TypeError) as exc:
@@ -78,16 +88,20 @@ class Surface:
         raise NotImplementedError
 
 
+def _steps(steps) -> list[dict]:
+    return [{"event": s.stage, "ts": s.ts, "query_id": s.query_id, "detail": s.detail} for s in steps]
+
+
 class RetrieverSurface(Surface):
     name = "retriever"
-    caps = frozenset({"memory_id", "metadata", "markers", "update", "relearn"})
+    caps = frozenset({"memory_id", "metadata", "markers", "update", "relearn", "history"})
 
     def __init__(self, kind, path, encoder=None):
         super().__init__(kind, path, encoder)
         from memgate.retriever import EmbeddedStore, GatedRetriever, RetrieverConfig
         from memgate.retriever.qdrant_store import QdrantStore
         if encoder is None:
-            self.r = make_retriever(make_store(kind, path, name="retriever"), acl=None)
+            self.r = make_retriever(make_store(kind, path, name="retriever", audit=True), acl=None)
         else:
             store = (EmbeddedStore(self.path / "retriever-emb", encoder.identity, fsync=False)
                      if kind == "embedded" else QdrantStore("mem", encoder.identity, path=self.path / "retriever-qd"))
@@ -103,6 +117,8 @@ class RetrieverSurface(Surface):
 
     def update(self, user, memory_id, *, text=None, metadata=None):
         record = self.r.store.get(memory_id, namespace=user)
+        if record is None:
+            raise NotFound(f"no memory {memory_id!r}")
         changes = {k: v for k, v in (("text", text), ("attributes", metadata)) if v is not None}
         with _refusals():
             self.r.update(memory_id, record.revision, principal=user, namespace=user, **changes)
@@ -113,11 +129,23 @@ class RetrieverSurface(Surface):
             return None
         return {"id": record.memory_id, "text": record.text, "metadata": dict(record.attributes)}
 
-    def search(self, user, query, limit=10):
+    def _retrieve(self, user, query, limit):
         ctx = QueryContext(query_id=f"q{next(self._q)}", text="", principal=user,
                            namespaces=frozenset({user}), intent="unknown")
-        result = self.r.retrieve(query, ctx, k=limit)
-        return [{"id": i.memory_id, "text": i.text, "metadata": dict(i.memory.attributes)} for i in result.items]
+        return self.r.retrieve(query, ctx, k=limit)
+
+    def search(self, user, query, limit=10):
+        with _refusals():
+            items = self._retrieve(user, query, limit).items
+        return [{"id": i.memory_id, "text": i.text, "metadata": dict(i.memory.attributes)} for i in items]
+
+    def expose(self, user, query):
+        result = self._retrieve(user, query, 10)
+        self.r.report_exposed(result.query_id, result.ids)
+
+    def history(self, user, memory_id):
+        with _refusals():
+            return _steps(self.r.history(memory_id, principal=user, namespace=user))
 
     def forget(self, user, memory_id):
         with _refusals():
@@ -128,9 +156,17 @@ class RetrieverSurface(Surface):
         self.r.store.close()
 
 
-class MemorySurface(Surface):
+class _OverMemory(Surface):
+    """A surface over one ``memgate.Memory`` (``self.m``): exposure reports go through it."""
+
+    def expose(self, user, query):
+        hits = self.m.search(query, user_id=user)
+        self.m.report_exposed(hits.query_id, [h["id"] for h in hits])
+
+
+class MemorySurface(_OverMemory):
     name = "memory"
-    caps = frozenset({"memory_id", "metadata", "markers", "update", "relearn"})
+    caps = frozenset({"memory_id", "metadata", "markers", "update", "relearn", "history"})
 
     def __init__(self, kind, path, encoder=None):
         super().__init__(kind, path, encoder)
@@ -154,12 +190,17 @@ class MemorySurface(Surface):
         return None if hit is None else {"id": hit["id"], "text": hit["memory"], "metadata": hit["metadata"]}
 
     def search(self, user, query, limit=10):
-        return [{"id": h["id"], "text": h["memory"], "metadata": h["metadata"]}
-                for h in self.m.search(query, user_id=user, limit=limit)]
+        with _refusals():
+            hits = self.m.search(query, user_id=user, limit=limit)
+        return [{"id": h["id"], "text": h["memory"], "metadata": h["metadata"]} for h in hits]
 
     def forget(self, user, memory_id):
         with _refusals():
             self.m.delete(memory_id, user_id=user)
+
+    def history(self, user, memory_id):
+        with _refusals():
+            return self.m.history(memory_id, user_id=user)
 
     def close(self):
         self.m.close()
@@ -188,7 +229,10 @@ class LangGraphSurface(Surface):
         return key
 
     def update(self, user, memory_id, *, text=None, metadata=None):
-        current = self.s.get(("users", user), memory_id).value
+        item = self.s.get(("users", user), memory_id)
+        if item is None:
+            raise NotFound(f"no item {memory_id!r}")
+        current = item.value
         with _refusals():
             self.s.put(("users", user), memory_id,
                        self._value(current["text"] if text is None else text,
@@ -203,7 +247,9 @@ class LangGraphSurface(Surface):
         return None if item is None else self._view(item)
 
     def search(self, user, query, limit=10):
-        return [self._view(i) for i in self.s.search(("users", user), query=query, limit=limit)]
+        with _refusals():
+            items = self.s.search(("users", user), query=query, limit=limit)
+        return [self._view(i) for i in items]
 
     def forget(self, user, memory_id):
         with _refusals():
@@ -213,9 +259,9 @@ class LangGraphSurface(Surface):
         self.s.close()
 
 
-class HttpSurface(Surface):
+class HttpSurface(_OverMemory):
     name = "http"
-    caps = frozenset({"memory_id", "metadata", "markers", "update"})
+    caps = frozenset({"memory_id", "metadata", "markers", "update", "history"})
 
     def __init__(self, kind, path, encoder=None):
         super().__init__(kind, path, encoder)
@@ -239,7 +285,9 @@ class HttpSurface(Surface):
         if response.status_code in ok:
             return response.json()
         error = response.json()["error"]
-        message = f"{error['field']}: {error['message']}"
+        message = f"{response.status_code} {error['field']}: {error['message']}"
+        if response.status_code == 404:
+            raise NotFound(message)
         if response.status_code in (400, 409, 413, 422):
             raise Refused(_reason(message), message)
         raise AssertionError(f"HTTP {response.status_code}: {message}")
@@ -270,17 +318,20 @@ class HttpSurface(Surface):
     def forget(self, user, memory_id):
         self._check(self.client.delete(self._path(memory_id), headers=self._auth(user)))
 
+    def history(self, user, memory_id):
+        return self._check(self.client.get(self._path(memory_id) + "/history", headers=self._auth(user)))["events"]
+
     def close(self):
         self.client.close()
         self.m.close()
 
 
-class McpSurface(Surface):
+class McpSurface(_OverMemory):
     """The four tools of one MCP server per principal, called in process; the server mints the
     ids (no tool takes one), and a memory is read back through ``search_memory``."""
 
     name = "mcp"
-    caps = frozenset({"metadata"})
+    caps = frozenset({"metadata", "history"})
 
     def __init__(self, kind, path, encoder=None):
         super().__init__(kind, path, encoder)
@@ -298,10 +349,14 @@ class McpSurface(Surface):
         try:
             result = asyncio.run(self._servers[user].call_tool(tool, args))
         except ToolError as exc:
-            raise Refused(_reason(str(exc)), str(exc)) from None
+            raise self._refusal(str(exc)) from None
         if result.is_error:
-            raise Refused(_reason(result.content[0].text), result.content[0].text)
+            raise self._refusal(result.content[0].text)
         return result.structured_content or json.loads(result.content[0].text)
+
+    @staticmethod
+    def _refusal(message: str) -> Exception:
+        return NotFound(message) if "no memory" in message else Refused(_reason(message), message)
 
     def add(self, user, text, *, memory_id=None, metadata=None, markers=None, allow_relearn=False):
         added = self._call(user, "add_memory", {"text": text, "metadata": dict(metadata or {}) or None})
@@ -320,6 +375,9 @@ class McpSurface(Surface):
 
     def forget(self, user, memory_id):
         self._call(user, "forget_memory", {"memory_id": memory_id})
+
+    def history(self, user, memory_id):
+        return self._call(user, "memory_history", {"memory_id": memory_id})["events"]
 
     def close(self):
         self.m.close()
@@ -351,4 +409,5 @@ def pair_ids(items: list[tuple[str, str]]) -> list[str]:
 
 PAIRS = pairs()  # every (surface, store kind) pair
 
-__all__ = ["KINDS", "MAX_USERS", "PAIRS", "SURFACES", "Refused", "Surface", "open_surface", "pair_ids", "pairs"]
+__all__ = ["KINDS", "MAX_USERS", "PAIRS", "SURFACES", "NotFound", "Refused", "Surface", "open_surface", "pair_ids",
+           "pairs"]

@@ -1,16 +1,20 @@
 """The fault suite (issue 18), small counts inside ``make test``: kill -9 at random moments on
 both stores and two-process CAS races (benchmarks/fault_suite.py; its CLI runs the long loops
 docs/reliability.md reports), and Qdrant's journaled writes: a batch torn mid-way is completed
-on the next open, never left half applied."""
+on the next open, never left half applied. Issue 34's file faults (benchmarks/fault_disk.py): a
+real full disk (a small tmpfs in a user + mount namespace) on both stores, SQLite's own
+"database or disk is full", and a truncated or flipped vector file."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from benchmarks.fault_disk import FILE_STORES, damaged_vector_file, disk_full
 from benchmarks.fault_suite import Zygote, cas_races, kill_loop, late_open
-from memgate.retriever import Memory
+from memgate.retriever import EmbeddedStore, Memory
 from memgate.retriever.qdrant_store import QdrantStore
+from memgate.retriever.schema import DamagedStoreError, StoreFullError
 from tests.retriever.store_helpers import IDENT, KINDS, vec
 
 KILLS = 10
@@ -114,3 +118,81 @@ def test_a_qdrant_forget_killed_mid_write_is_completed_on_open(tmp_path):
     with pytest.raises(ValueError, match="repeats content forgotten"):
         reopened.add(Memory("again", "alice", "the pin: 4321"), vec("a"), encoder=IDENT)
     reopened.close()
+
+
+# ----------------------------------------------------------------------------- file faults (issue 34)
+
+
+@pytest.mark.parametrize("kind", [k for k in KINDS if k in FILE_STORES])
+def test_a_full_disk_is_said_and_the_same_handle_recovers_losing_nothing(tmp_path, zygote, kind):
+    """The audit's disk-full run: after ENOSPC the same EmbeddedStore handle answered the next
+    write with "cannot rollback - no transaction is active". Now every refused write says the
+    disk is full and leaves its records as they were (or, on Qdrant, is journaled and completed
+    later, all of it), reads go on, the same handle writes once space is freed, and every
+    acknowledged write (and its audit event) is there through the handle and after reopening."""
+    try:
+        out = disk_full(kind, tmp_path, seed=1, zygote=zygote)
+    except OSError as exc:  # (a kernel without unprivileged user namespaces)
+        pytest.skip(f"this machine cannot mount a small disk for the test: {exc}")
+    assert out["full_errors"] >= 6 and out["writes_acked"] > 50 and out["reads_while_full"] > 0, out
+    assert all("the disk is full" in m for m in out["messages"]), out["messages"]
+
+
+def test_sqlites_own_disk_full_is_said_and_the_handle_writes_again(tmp_path):
+    """The same through SQLite's page limit (SQLITE_FULL from the statement, not the commit):
+    portable, no mount needed."""
+    store = EmbeddedStore(tmp_path / "s", IDENT, fsync=False)
+    store.add(Memory("first", "alice", "the first note"), vec("first"), encoder=IDENT)
+    (pages,) = store._db.execute("PRAGMA page_count").fetchone()
+    store._db.execute(f"PRAGMA max_page_count = {pages}")
+    refused = 0
+    for i in range(200):
+        m = Memory(f"m{i}", "alice", f"note {i} " + "words " * 200)
+        try:
+            store.add(m, vec(m.text), encoder=IDENT)
+        except StoreFullError as exc:
+            assert "the disk is full" in str(exc) and "nothing of this write was stored" in str(exc)
+            assert store.get(m.memory_id, namespace="alice") is None
+            refused += 1
+            if refused == 3:
+                break
+    assert refused == 3
+    store._db.execute(f"PRAGMA max_page_count = {pages * 1000}")
+    store.add(Memory("after", "alice", "after the disk was freed"), vec("after"), encoder=IDENT)
+    assert store.get("after", namespace="alice").text == "after the disk was freed" and store.verify() == []
+    store.close()
+
+
+def test_a_damaged_vector_file_is_refused_naming_the_file_and_the_fix(tmp_path):
+    """A truncated vectors.f32 opened silently and search then raised a raw IndexError; a
+    flipped byte was returned by vectors_for (only verify() noticed)."""
+    out = damaged_vector_file(tmp_path)
+    fix = ("memgate store verify", "memgate store import")
+    for case in ("open_truncated", "vectors_for_flipped", "search_returning_flipped", "search_after_cut",
+                 "vectors_for_after_cut"):
+        assert out[case].startswith("DamagedStoreError: ") and "vectors.f32" in out[case], (case, out[case])
+        assert all(f in out[case] for f in fix), (case, out[case])
+    assert "truncated" in out["open_truncated"] and "checksum" in out["vectors_for_flipped"]
+    assert out["search_not_returning_it"] == "ok"  # (only the rows a search returns are checked)
+    assert any("truncated" in p for p in out["verify_truncated"]) and out["verify_flipped"] == [
+        "alice/m2: vector does not match its checksum"]
+
+
+def test_memgate_store_verify_reports_a_truncated_store_that_memory_refuses(tmp_path, capsys):
+    from memgate import Memory as AgentMemory
+    from memgate.commands.cli import main
+    from memgate.model.encoder import Encoder, EncoderConfig
+
+    identity = Encoder(EncoderConfig(cache_dir=None)).identity  # (the CLI's encoder; not loaded here)
+    rows = np.random.default_rng(0).normal(size=(3, identity["dim"])).astype(np.float32)
+    store = EmbeddedStore(tmp_path / "s", identity, fsync=False)
+    store.add_many([Memory(f"m{i}", "user:alice", f"note {i}") for i in range(3)],
+                   rows / np.linalg.norm(rows, axis=1, keepdims=True), encoder=identity)
+    store.close()
+    vectors = tmp_path / "s" / "vectors.f32"
+    vectors.write_bytes(vectors.read_bytes()[:-identity["dim"] * 4])  # the last row gone
+    with pytest.raises(DamagedStoreError, match="vectors.f32: the vector file is truncated"):
+        AgentMemory(path=tmp_path / "s", gate=None)
+    assert main(["store", "verify", "--store", str(tmp_path / "s")]) == 1
+    out = capsys.readouterr().out
+    assert "the vector file is truncated" in out and "user:alice/m2: slot 2 beyond the vector file" in out

@@ -35,7 +35,7 @@ from memgate.retriever import (
     StaleRevisionError,
     Supersedes,
     format_trail,
-    trail,
+    operator_trail,
     verify_log,
 )
 
@@ -165,13 +165,22 @@ def test_namespace_restriction_cannot_be_bypassed(tmp_path, encoder):
     assert r.store.get("b-trip").revision == b.revision
     with pytest.raises(PermissionError, match="unknown id or a namespace"):  # same answer as for b-trip
         r.retire("no-such-id", 1, principal="alice")
+    # The audit trail: Bob's record is refused like an unknown id; the team's queries that read
+    # Alice's record are not in Alice's trail of it (only her own queries are).
+    for memory_id in ("b-trip", "no-such-id"):
+        with pytest.raises(PermissionError, match="unknown id or a namespace"):
+            r.history(memory_id, principal="alice")
+    steps = r.history("a-trip-new", principal="alice")
+    assert steps and {s.detail.get("principal") for s in steps if s.query_id} <= {"alice"}
+    assert any(s.stage == "retrieved" and s.detail["principal"] == "team"
+               for s in operator_trail(r.audit.events(), "a-trip-new"))
 
     # Every public method of the retriever is covered above (a new one must be added here).
     # (gate, gate_version, drop_threshold, warm_up: the gate and the encoder's model, no records)
     covered = {"retrieve", "readable_namespaces", "report_exposed", "report_answer", "add",
                "update", "correct", "retire", "mark_reviewed", "forget", "open",
                "precomputed_bytes", "route", "close", "add_many", "gate", "gate_version",
-               "drop_threshold", "warm_up"}
+               "drop_threshold", "warm_up", "history"}
     public = {n for n, _ in inspect.getmembers(GatedRetriever) if not n.startswith("_")}
     assert public == covered, f"review the namespace guarantee for {sorted(public - covered)}"
 
@@ -429,7 +438,7 @@ def test_forgotten_detail_never_returns_but_its_directive_does(tmp_path, encoder
         assert b"555-0199" not in data, path.name
         assert b"Contact card built" not in data, path.name
         assert vector not in data, path.name
-    steps = trail(r.audit.events(), "a-phone")
+    steps = operator_trail(r.audit.events(), "a-phone")
     assert [s.stage for s in steps][-1] == "forgotten"
     assert "disclosed" in [s.stage for s in steps]
 
@@ -482,7 +491,7 @@ def test_cli_prints_the_trail(tmp_path, encoder, capsys):
     out = capsys.readouterr().out
     assert "stored" in out and "retrieved" in out and "exposed" in out and "disclosed" in out
     assert "555-0199" not in out
-    assert out.strip() == format_trail("a-phone", trail(r.audit.events(), "a-phone"))
+    assert out.strip() == format_trail("a-phone", operator_trail(r.audit.events(), "a-phone"))
     assert main(["audit", "a-roleplay", "--log", str(r.audit.path), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)[0]["stage"] == "stored"
     assert main(["audit", "nope", "--log", str(r.audit.path)]) == 1
