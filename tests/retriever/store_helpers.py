@@ -1,4 +1,5 @@
-"""Shared by the reliability tests: a deterministic hash encoder and both stores, empty."""
+"""Shared by the reliability tests: a deterministic hash encoder and every store kind, empty
+(``postgres``: a schema of its own on the session's one PostgreSQL server)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ import itertools
 import numpy as np
 
 from memgate.retriever import EmbeddedStore, GatedRetriever, RetrieverConfig
+from memgate.retriever.pg_store import PostgresStore
 from memgate.retriever.qdrant_store import QdrantStore
+from tests import pg_test_server
 
 DIM = 16
 IDENT = {"id": "fake-hash-encoder", "revision": "1", "normalize": True, "dim": DIM}
 ACL = {"alice": {"alice"}, "bob": {"bob"}, "team": {"alice", "bob"}}
-KINDS = ("embedded", "qdrant")
+KINDS = ("embedded", "qdrant", "postgres")
 
 
 def vec(text: str) -> np.ndarray:
@@ -43,6 +46,9 @@ def fixed_clock():
 def make_store(kind: str, tmp_path, name: str = "store", audit=None):
     if kind == "embedded":
         return EmbeddedStore(tmp_path / f"{name}-emb", IDENT, audit=audit, fsync=False, clock=fixed_clock())
+    if kind == "postgres":
+        return PostgresStore(pg_test_server.url(), IDENT, schema=pg_test_server.schema_for(tmp_path / name),
+                             audit=audit, clock=fixed_clock())
     return QdrantStore("mem", IDENT, path=tmp_path / f"{name}-qd", audit=audit, clock=fixed_clock())
 
 
