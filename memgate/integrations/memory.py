@@ -24,7 +24,7 @@ Underneath is the full :class:`memgate.retriever.GatedRetriever` (``Memory.retri
   ``verify_first``); the learned gate follows :func:`memgate.integrations.gate_default`.
 
 One ``Memory`` serialises its calls with a lock (the retriever is not thread-safe), so threads
-may share it; processes may share a store directory (SQLite locking).
+may share it; processes may share a store directory (SQLite locking) or a PostgreSQL store.
 """
 
 from __future__ import annotations
@@ -99,7 +99,10 @@ class Memory:
     ``Memory(path=DIR)`` opens (or creates) an embedded store; ``Memory(store="qdrant",
     path=DIR)`` Qdrant local mode (trusted directories only: qdrant-client pickles its points);
     ``Memory(store="qdrant", url=URL, api_key=...)`` a Qdrant server (``audit_log=FILE`` keeps
-    the audit trail that ``history`` reads). ``gate="auto"`` (default), ``None`` or a
+    the audit trail that ``history`` reads); ``Memory(store="postgres",
+    url="postgresql://...")`` a PostgreSQL + pgvector store (the schema ``collection``, default
+    ``memgate``; ``url`` defaults to ``$MEMGATE_POSTGRES_URL``; ``path=DIR`` keeps the audit
+    trail in ``DIR/audit.jsonl``, or ``audit_log=FILE``). ``gate="auto"`` (default), ``None`` or a
     checkpoint directory; ``action_preset`` one of memgate.actions' presets.
     """
 

@@ -55,3 +55,12 @@ def make_store(kind: str, tmp_path, name: str = "store", audit=None):
 def make_retriever(store, **config) -> GatedRetriever:
     config.setdefault("acl", ACL)
     return GatedRetriever(store, HashEncoder(), config=RetrieverConfig(**config))
+
+
+def memory_args(kind: str, path) -> dict:
+    """``memgate.Memory`` / ``MemgateStore`` arguments for a new store of ``kind`` "at" ``path``
+    (postgres: the session server, a schema of its own, the audit log in ``path``)."""
+    if kind == "postgres":
+        return {"path": path, "store": kind, "url": pg_test_server.url(),
+                "collection": pg_test_server.schema_for(path)}
+    return {"path": path, "store": kind}
