@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 from contextlib import contextmanager
 from typing import Any, Optional
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import unquote
 
 from memgate.retriever.schema import StoreError
 
@@ -40,34 +40,41 @@ class StoreUnavailableError(StoreError, ConnectionError):
     call reconnects. Nothing is known to be applied of a write that raised it: re-read."""
 
 
+def _userinfo(url: str) -> tuple[str, str, str]:
+    """``(scheme, userinfo, rest)`` of a URL, the userinfo being everything before the last
+    ``@`` of the authority and path (a password holding an unencoded ``/`` or ``@`` included)."""
+    scheme, sep, tail = url.partition("://")
+    if not sep:
+        return "", "", url
+    head, q, query = tail.partition("?")
+    userinfo, at, rest = head.rpartition("@")
+    if not at:
+        return scheme, "", tail
+    return scheme, userinfo, rest + q + query
+
+
 def redact_url(url: str) -> str:
-    """``url`` with its password replaced by ``***`` (URL or ``key=value`` form)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return _SECRET.sub(r"\1***", url)
-    if parts.scheme and parts.password is not None:
-        user = quote(unquote(parts.username or ""), safe="")
-        host = parts.hostname or ""
-        if parts.port is not None:
-            host = f"{host}:{parts.port}"
-        netloc = f"{user}:***@{host}"
-        return parts._replace(netloc=netloc).geturl()
+    """``url`` with its password replaced by ``***`` (URL or ``key=value`` form; in a URL,
+    everything between the user name and the last ``@``)."""
+    scheme, userinfo, rest = _userinfo(url)
+    if scheme and ":" in userinfo:
+        return f"{scheme}://{userinfo.partition(':')[0]}:***@{rest}"
     return _SECRET.sub(r"\1***", url)
 
 
 def secrets_of(url: str) -> list[str]:
     """Every spelling of the URL's password that an error text might quote (raw, decoded)."""
     out = []
-    try:
-        parts = urlsplit(url)
-        raw = parts.netloc.rpartition("@")[0].partition(":")[2] if "@" in parts.netloc else ""
-    except ValueError:
-        raw = ""
-    for match in _SECRET.finditer(url):
-        raw = raw or match.group(2).strip("'")
-    if raw:
+    _, userinfo, _ = _userinfo(url)
+    if ":" in userinfo:
+        raw = userinfo.partition(":")[2]
         out += [raw, unquote(raw)]
+    for match in _SECRET.finditer(url):
+        raw = match.group(2).strip("'")
+        out += [raw, unquote(raw)]
+    # a password with an unencoded delimiter is cut up by the URL parser, whose errors quote a
+    # piece ("invalid port 'pw-start'"): every piece of 3+ characters is a secret too
+    out += [piece for secret in list(out) for piece in re.split(r"[/@:?#&=]", secret) if len(piece) >= 3]
     return sorted({s for s in out if s}, key=len, reverse=True)
 
 

@@ -151,8 +151,8 @@ class PostgresSearch:
         problems: list[str] = []
         with self._lock:
             meta = dict(self._rows("SELECT key, value FROM {s}.meta"))
-            rows = self._rows(f"SELECT memory_id, namespace, text, revision, lifecycle_state, data, slot, "
-                              f"seq, sig, embedding FROM {{s}}.records", binary=True)
+            rows = self._rows("SELECT memory_id, namespace, text, revision, lifecycle_state, data, slot, "
+                              "seq, sig, embedding FROM {s}.records", binary=True)
             pending = self._rows("SELECT count(*) FROM {s}.outbox")[0][0]
         for memory_id, namespace, text, revision, state, data, slot, seq, sig, v in rows:
             name = f"{from_db(namespace)}/{from_db(memory_id)}"

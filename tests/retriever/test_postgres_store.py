@@ -13,7 +13,14 @@ import psycopg
 import pytest
 
 from memgate.contract.records import QueryContext
-from memgate.retriever import AuditLog, EncoderMismatchError, Memory, MemoryStore, StaleRevisionError, StoreError
+from memgate.retriever import (
+    AuditLog,
+    EncoderMismatchError,
+    Memory,
+    MemoryStore,
+    StaleRevisionError,
+    StoreError,
+)
 from memgate.retriever.pg_schema import POSTGRES_FORMAT, from_db, to_db
 from memgate.retriever.pg_store import PostgresStore
 from memgate.retriever.semantics import RecordSemantics
