@@ -43,13 +43,13 @@ def fixed_clock():
     return now
 
 
-def make_store(kind: str, tmp_path, name: str = "store", audit=None):
+def make_store(kind: str, tmp_path, name: str = "store", audit=None, identity=IDENT):
     if kind == "embedded":
-        return EmbeddedStore(tmp_path / f"{name}-emb", IDENT, audit=audit, fsync=False, clock=fixed_clock())
+        return EmbeddedStore(tmp_path / f"{name}-emb", identity, audit=audit, fsync=False, clock=fixed_clock())
     if kind == "postgres":
-        return PostgresStore(pg_test_server.url(), IDENT, schema=pg_test_server.schema_for(tmp_path / name),
+        return PostgresStore(pg_test_server.url(), identity, schema=pg_test_server.schema_for(tmp_path / name),
                              audit=audit, clock=fixed_clock())
-    return QdrantStore("mem", IDENT, path=tmp_path / f"{name}-qd", audit=audit, clock=fixed_clock())
+    return QdrantStore("mem", identity, path=tmp_path / f"{name}-qd", audit=audit, clock=fixed_clock())
 
 
 def make_retriever(store, **config) -> GatedRetriever:
