@@ -49,6 +49,10 @@ LAZY = {
         "serve extra: the HTTP API needs fastapi (memgate store works without it)",
     ("memgate.commands.serve", "memgate.integrations.mcp_server"):
         "serve extra: the MCP server needs the mcp SDK",
+    ("memgate.integrations.opening", "memgate.retriever.pg_store"):
+        "postgres extra: psycopg and pgvector load only when a PostgreSQL store is opened",
+    ("memgate.retriever.retriever", "memgate.retriever.pg_store"):
+        "postgres extra: GatedRetriever.open_postgres loads psycopg only when called",
 }
 
 

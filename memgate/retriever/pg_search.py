@@ -36,6 +36,7 @@ import numpy as np
 
 from memgate.retriever.pg_connection import sql
 from memgate.retriever.pg_schema import as_array, from_db, to_db
+from memgate.retriever.semantics import record_signature
 from memgate.retriever.support import check_k, exact_cosines, readable_namespace_list, top_by_score
 
 TIE_MARGIN = 1e-5  # float32 distances in SQL vs float64 cosines: rows this close may swap
@@ -146,8 +147,6 @@ class PostgresSearch:
         forgotten records that kept content, vectors that are not unit, slots beyond the slot
         counter, rows written at a version beyond the store's, signatures that do not match a
         record's metadata (the search filter would misjudge it), audit events not yet moved."""
-        from memgate.retriever.pg_store import record_signature  # (the store module imports this one)
-
         problems: list[str] = []
         with self._lock:
             meta = dict(self._rows("SELECT key, value FROM {s}.meta"))

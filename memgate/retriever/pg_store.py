@@ -61,21 +61,13 @@ from memgate.retriever.semantics import (
     check_namespace_arg,
     index_entry,
     normalize_identity,
-    signature_digest,
-    signature_key,
+    record_signature,
 )
 from memgate.retriever.suppression import new_key
 
 _ROW_FIELDS = ("memory_id", "namespace", "text", "revision", "lifecycle_state")
 _COLUMNS = "memory_id, namespace, text, revision, lifecycle_state, data"
 URL_ENV = "MEMGATE_POSTGRES_URL"
-
-
-def record_signature(memory: Memory) -> str:
-    """The digest of a record's Kleene signature (what ``search(exclude_signatures=)`` filters)."""
-    entry = index_entry(memory.to_dict(), memory_id=memory.memory_id, namespace=memory.namespace,
-                        slot=None, lifecycle_state=memory.lifecycle_state, seq=0)
-    return signature_digest(signature_key(entry))
 
 
 class PostgresStore(PostgresSuppression, PostgresSearch, RecordSemantics):

@@ -152,6 +152,14 @@ def signature_digest(key: tuple) -> str:
     return hashlib.sha256(json.dumps(key, ensure_ascii=False).encode()).hexdigest()[:32]
 
 
+def record_signature(memory: Memory) -> str:
+    """The :func:`signature_digest` of a record as stored (what a store filtering by signature
+    keeps beside it)."""
+    entry = index_entry(memory.to_dict(), memory_id=memory.memory_id, namespace=memory.namespace,
+                        slot=None, lifecycle_state=memory.lifecycle_state, seq=0)
+    return signature_digest(signature_key(entry))
+
+
 def check_cas(memory: Memory, expected_revision: Optional[int]) -> None:
     """Compare-and-set: refuse a forgotten record, or a revision other than ``expected``
     (``None`` skips the revision check)."""
@@ -520,5 +528,5 @@ class RecordSemantics(ForgetSemantics):
 
 
 __all__ = ["ENCODER_KEYS", "IndexEntry", "RecordSemantics", "Suppressed", "check_cas",
-           "check_namespace_arg", "index_entry", "normalize_identity", "signature_digest",
-           "signature_key"]
+           "check_namespace_arg", "index_entry", "normalize_identity", "record_signature",
+           "signature_digest", "signature_key"]
