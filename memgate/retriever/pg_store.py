@@ -32,6 +32,7 @@ The write semantics (CAS, supersession, review flags, forget, suppression) are
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
@@ -40,7 +41,7 @@ from typing import Any, Optional
 import numpy as np
 
 from memgate.retriever.audit import AuditLog, utc_now
-from memgate.retriever.pg_connection import Connection, StoreUnavailableError, register_vector, sql
+from memgate.retriever.pg_connection import Connection, StoreUnavailableError, psycopg, register_vector, sql
 from memgate.retriever.pg_schema import (
     as_array,
     check_schema_name,
@@ -53,7 +54,13 @@ from memgate.retriever.pg_schema import (
 )
 from memgate.retriever.pg_search import PostgresSearch
 from memgate.retriever.pg_suppression import PostgresSuppression
-from memgate.retriever.schema import AmbiguousMemoryError, Memory, StaleRevisionError, UnknownMemoryError
+from memgate.retriever.schema import (
+    AmbiguousMemoryError,
+    Memory,
+    StaleRevisionError,
+    StoreError,
+    UnknownMemoryError,
+)
 from memgate.retriever.semantics import (
     ENCODER_KEYS,
     IndexEntry,
@@ -68,6 +75,14 @@ from memgate.retriever.suppression import new_key
 _ROW_FIELDS = ("memory_id", "namespace", "text", "revision", "lifecycle_state")
 _COLUMNS = "memory_id, namespace, text, revision, lifecycle_state, data"
 URL_ENV = "MEMGATE_POSTGRES_URL"
+log = logging.getLogger("memgate")
+_said: set[str] = set()
+
+
+def _say_once(key: str, message: str) -> None:
+    if key not in _said:
+        _said.add(key)
+        log.warning(message)
 
 
 class PostgresStore(PostgresSuppression, PostgresSearch, RecordSemantics):
@@ -128,7 +143,12 @@ class PostgresStore(PostgresSuppression, PostgresSearch, RecordSemantics):
         self._vector_schema = ensure_vector_extension(conn)
         conn.execute(sql.SQL("SET search_path = {}").format(sql.Identifier(self._vector_schema)))
         register_vector(conn)
-        conn.execute("SET hnsw.iterative_scan = relaxed_order")  # filtered HNSW scans go on until k
+        try:  # filtered HNSW scans go on until they have k rows (pgvector 0.8+)
+            conn.execute("SET hnsw.iterative_scan = relaxed_order")
+        except psycopg.Error:
+            _say_once(f"iterative-scan:{self.where}", f"{self._describe()}: pgvector before 0.8 has no "
+                      "iterative index scan; an approximate search with a selective filter may return "
+                      "fewer than k records (exact search is unaffected)")
 
     def close(self) -> None:
         """Close the connection (idempotent)."""
@@ -205,8 +225,12 @@ class PostgresStore(PostgresSuppression, PostgresSearch, RecordSemantics):
         """``VACUUM`` the records table after a forget: the dead row versions holding the erased
         text and vector are pruned from the table's and the HNSW index's pages (not from the WAL,
         which the server recycles at its checkpoints, nor from backups)."""
-        with self._db.session("vacuuming after a forget") as conn:
-            conn.execute(self._q("VACUUM {s}.records"))
+        try:
+            with self._db.session("vacuuming after a forget") as conn:
+                conn.execute(self._q("VACUUM {s}.records"))
+        except StoreError as exc:  # (the forget is committed: an autovacuum prunes them later)
+            _say_once(f"vacuum:{self.where}", f"{exc}; the erased row versions stay in the data files "
+                      "until the next (auto)vacuum")
 
     def _bump(self, key: str) -> int:
         self._counters[key] += 1

@@ -267,3 +267,13 @@ def test_a_closed_store_says_so(store):
     store.close()
     with pytest.raises(StoreError, match="is closed"):
         store.version()
+
+
+def test_a_failed_vacuum_after_a_forget_warns_and_keeps_the_forget(store, caplog):
+    """VACUUM runs after the commit (it cannot run inside a transaction): when it fails (a role
+    that does not own the table, say), the forget stands and the store says so once."""
+    store.add(Memory("m", "alice", "a detail to forget"), vec("m"), encoder=IDENT)
+    store._sql["VACUUM {s}.records"] = psycopg.sql.SQL("VACUUM no_such_schema.no_such_table")
+    directive = store.forget("m", Memory("m-f", "alice", "forget it"), vec("f"), encoder=IDENT)
+    assert store.get("m").forgotten and store.get(directive.memory_id) is not None
+    assert "stay in the data files until the next (auto)vacuum" in caplog.text
