@@ -133,6 +133,7 @@ class PostgresStore(PostgresSuppression, PostgresSearch, RecordSemantics):
         self._mirror = np.zeros((0, self.dim), dtype=np.float32)  # slot -> vector (a cache)
         self._have = np.zeros(0, dtype=bool)  # slots whose vector the mirror holds
         self._rows_known = 0  # mirror rows vector_matrix() exposes (highest slot seen + 1)
+        self._slots: dict[tuple, int] = {}  # (namespace, id) -> its slot in the mirror
         self.flush_outbox()
 
     # -- plumbing -----------------------------------------------------------------------------
@@ -462,8 +463,15 @@ class PostgresStore(PostgresSuppression, PostgresSearch, RecordSemantics):
                 entry = index_entry(json.loads(data), memory_id=from_db(memory_id),
                                     namespace=from_db(namespace), slot=slot, lifecycle_state=state,
                                     seq=int(row_seq))
+                key = (entry.namespace, entry.memory_id)
+                old = self._slots.get(key)
+                if old is not None and old != slot:  # replaced or forgotten (in any process):
+                    self._mirror_set(old, None)       # the old vector leaves this mirror too
                 if entry.alive:
+                    self._slots[key] = slot
                     self._rows_known = max(self._rows_known, slot + 1)
+                else:
+                    self._slots.pop(key, None)
                 entries.append(entry)
         return version, entries
 

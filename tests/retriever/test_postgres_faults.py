@@ -90,6 +90,10 @@ def test_two_processes_see_each_others_writes_and_forgets(tmp_path):
                 got = child.ask(op="query", text=f"child fact {i - 2}")["ids"]
                 assert f"c{i - 2}" not in got and f"p{i - 1}" not in got
         forgotten = {"p1", "p4", "p7", "p10", "c0", "c3", "c6", "c9"}
+        mine._refresh()  # the vectors forgotten by the child leave this process's mirror too
+        matrix = np.asarray(mine.store.vector_matrix())
+        for text in ("shared fact number 1", "shared fact number 4", "shared fact number 7"):
+            assert not any(np.allclose(row, vec(text), atol=1e-6) for row in matrix)
         for i in range(12):
             ctx = QueryContext(query_id=f"final-{i}", text="", principal="alice")
             assert not forgotten & set(mine.retrieve(f"shared fact number {i}", ctx, k=50).ids)
