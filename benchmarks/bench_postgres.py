@@ -22,7 +22,11 @@ alike), p50 and p99 in ms:
   row versions) and without it;
 - ``refresh``: what a retriever pays per query to stay current: ``version()`` when nothing
   changed, and ``version()`` + ``changes_since()`` after another process's one write;
-- ``recall_at_100``: |HNSW top-100 & exact top-100| / 100 on PostgreSQL, mean over the queries.
+- ``recall_at_100``: |HNSW top-100 & exact top-100| / 100 on PostgreSQL, mean over the queries
+  (and over 30 queries for ``hnsw_ef`` 100, 200, 400);
+- ``erasure``: after the forgets (each followed by the store's ``VACUUM (INDEX_CLEANUP ON)``), a
+  byte search of every data file of the store's relations for the forgotten texts and vectors,
+  and again after ``compact()`` (``VACUUM FULL``, timed).
 
 Ratios are PostgreSQL / embedded of the p50s. Timings depend on the machine; nothing is asserted.
 """
@@ -113,6 +117,27 @@ def _open(cache: Path, n: int, seed: int, log) -> tuple:
     return emb, server, pg, setup
 
 
+def _erasure_check(pg, server, erased: list[tuple[bytes, bytes]]) -> dict:
+    """After the forgets: the data files of every relation of the store's schema (table,
+    indexes, TOAST), searched for the forgotten records' texts and vectors (``erased``)."""
+    with pg._db.session("bench erasure check") as conn:
+        conn.execute("CHECKPOINT")
+        rels = [r for (r,) in conn.execute(
+            "SELECT pg_relation_filepath(c.oid) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = 'bench' AND c.relkind IN ('r', 'i', 't') UNION SELECT pg_relation_filepath(t.oid) "
+            "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace JOIN pg_class t ON t.oid = c.reltoastrelid "
+            "WHERE n.nspname = 'bench'").fetchall() if r]
+    files = [p for rel in rels for p in (server.pgdata / rel).parent.glob(Path(rel).name + "*")
+             if p.is_file() and (p.name == Path(rel).name or p.name[len(Path(rel).name)] in "._")]
+    texts = vectors = 0
+    for path in files:
+        data = path.read_bytes()
+        texts += sum(t in data for t, _ in erased)
+        vectors += sum(v in data for _, v in erased)
+    return {"files": len(files), "bytes": sum(p.stat().st_size for p in files), "forgotten": len(erased),
+            "texts_found": texts, "vectors_found": vectors}
+
+
 def run(n: int = 100_000, repeats: int = 100, forgets: int = 30, seed: int = 0,
         cache_root: Path | None = None, log=print) -> dict:
     import torch
@@ -155,7 +180,11 @@ def run(n: int = 100_000, repeats: int = 100, forgets: int = 30, seed: int = 0,
             if other.version() != seen:
                 other.changes_since(seen)
             lat["refresh_after_write"].append((time.perf_counter() - t) * 1e3)
+        erased = []
         for i in range(forgets):
+            mid = f"{run_id}-{i}"
+            erased.append((f"bench note {i}".encode(),
+                           pg.vectors_for([mid], namespace=run_id)[mid].astype("<f4").tobytes()))
             for name, store in (("embedded", emb), ("postgres", pg)):
                 directive = Memory(f"{run_id}-{i}-f", run_id, "forget that note")
                 lat[f"{name}_forget"].append(_timed(store.forget, f"{run_id}-{i}", directive,
@@ -165,6 +194,18 @@ def run(n: int = 100_000, repeats: int = 100, forgets: int = 30, seed: int = 0,
             lat["postgres_forget_no_vacuum"].append(_timed(pg.forget, f"{run_id}-w{i}", directive,
                                                            rng.normal(size=DIM), encoder=IDENT))
             pg.vacuum_on_forget = True
+        erasure = _erasure_check(pg, server, erased)
+        t = time.perf_counter()
+        pg.compact()
+        erasure["compact_s"] = round(time.perf_counter() - t, 1)
+        after = _erasure_check(pg, server, erased)
+        erasure.update(after_compact_texts_found=after["texts_found"],
+                       after_compact_vectors_found=after["vectors_found"])
+        ef_recall = {}
+        for ef in (100, 200, 400):
+            hits = [len({h[0] for h in pg.search(q, READABLE, K)} & {h[0] for h in pg.search(
+                q, READABLE, K, exact=False, hnsw_ef=ef)}) / K for q in queries[:30]]
+            ef_recall[ef] = round(float(np.mean(hits)), 4)
         t = time.perf_counter()
         cold = PostgresStore(server.url, IDENT, schema="bench")
         cold.changes_since(0)
@@ -176,6 +217,7 @@ def run(n: int = 100_000, repeats: int = 100, forgets: int = 30, seed: int = 0,
                "records_now": {"embedded": len(emb), "postgres": len(pg)},
                "load_avg_1m": os.getloadavg()[0], "cpu_count": os.cpu_count(), "cache": str(cache),
                "setup": setup, "recall_at_100": round(float(np.mean(recall)), 4),
+               "recall_at_100_by_ef_search": ef_recall, "erasure": erasure,
                "first_refresh_s": round(first_refresh_s, 2),
                "ms": {name: _pct(xs) for name, xs in lat.items()}}
         out["ratio_p50"] = {op: round(out["ms"][f"postgres_{op}"]["p50"] / out["ms"][f"embedded_{op}"]["p50"], 2)
@@ -201,7 +243,13 @@ def format_report(r: dict) -> str:
               f"per-query refresh (postgres): version() {idle['p50']:.3f} / {idle['p99']:.3f} ms idle; "
               f"version() + changes_since() after one write {after['p50']:.3f} / {after['p99']:.3f} ms; "
               f"first refresh of a new process (every vector) {r['first_refresh_s']:.2f} s",
-              f"HNSW recall@100 vs exact (postgres): {r['recall_at_100']:.4f}",
+              f"HNSW recall@100 vs exact (postgres): {r['recall_at_100']:.4f} at the default ef_search; "
+              f"by hnsw_ef {json.dumps(r['recall_at_100_by_ef_search'])}",
+              f"after {r['erasure']['forgotten']} forgets: their texts found in {r['erasure']['texts_found']}, "
+              f"their vectors in {r['erasure']['vectors_found']} places of the schema's "
+              f"{r['erasure']['files']} data files ({r['erasure']['bytes'] / 1e6:.0f} MB); after compact() "
+              f"({r['erasure']['compact_s']:.1f} s): {r['erasure']['after_compact_texts_found']} and "
+              f"{r['erasure']['after_compact_vectors_found']}",
               f"setup (cached): {json.dumps(r['setup'], sort_keys=True)}"]
     return "\n".join(lines)
 
