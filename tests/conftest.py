@@ -33,12 +33,11 @@ def _gate_graph_cache(tmp_path_factory):
 
 
 @pytest.fixture(autouse=True, scope="session")
-def _postgres_server(tmp_path_factory):
-    """One real PostgreSQL server (pgserver) for the whole session, in its temporary folder:
-    started by the first test that opens a postgres store (``tests.pg_test_server.url``), stopped
-    here at the end; each store gets a schema of its own."""
+def _postgres_server():
+    """One real PostgreSQL server (pgserver) for the whole session: started by the first test
+    that opens a postgres store (``tests.pg_test_server.url``), stopped here at the end; each
+    store gets a schema of its own."""
     from tests import pg_test_server
 
-    pg_test_server.configure(tmp_path_factory.mktemp("postgres"))
     yield
     pg_test_server.stop()

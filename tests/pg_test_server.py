@@ -1,5 +1,5 @@
-"""The one PostgreSQL server of a test session (pgserver, in the session's temporary folder),
-started on first use and stopped at the session's end (``tests/conftest.py``), and a fresh
+"""The one PostgreSQL server of a test session (pgserver, in a temporary folder of its own),
+started on first use and stopped (its folder removed) at the session's end (``tests/conftest.py``), and a fresh
 schema per store so tests stay independent: ``store_url()`` for subprocesses, ``schema_for``
 for a store's name (the same name opens the same store again, as a path does)."""
 
@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Optional
 
@@ -28,10 +30,10 @@ def url() -> str:
     if _server is None:
         from memgate.retriever.pg_local import LocalServer
 
-        if _root is None:  # (outside pytest: a folder of its own)
-            import tempfile
-
-            configure(Path(tempfile.mkdtemp(prefix="memgate-pg-")))
+        # Not under pytest's basetemp: every pytest session that starts on the machine chmods
+        # /tmp/pytest-of-<user> back to 0700, and the server (another user, pgserver's) would
+        # lose its data folder mid-run (seen: a PANIC at the next checkpoint).
+        configure(Path(tempfile.mkdtemp(prefix="memgate-pg-test-")))
         _server = LocalServer(_root / "pgdata")
         os.environ[URL_ENV] = _server.url
     return _server.url
@@ -48,6 +50,7 @@ def stop() -> None:
         _server.stop()
         os.environ.pop(URL_ENV, None)
         _server = None
+        shutil.rmtree(_root, ignore_errors=True)
 
 
 def schema_for(where: os.PathLike | str) -> str:

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -103,8 +105,17 @@ def test_two_processes_see_each_others_writes_and_forgets(tmp_path):
         mine.close()
 
 
-def test_a_server_restart_under_a_client_is_a_clear_error_then_recovery(tmp_path):
-    with LocalServer(tmp_path / "pgdata") as server:
+@pytest.fixture
+def own_server_dir():
+    """A folder outside pytest's basetemp (which other pytest sessions chmod to 0700, locking the
+    server's own user out of its data)."""
+    path = Path(tempfile.mkdtemp(prefix="memgate-pg-restart-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_a_server_restart_under_a_client_is_a_clear_error_then_recovery(own_server_dir):
+    with LocalServer(own_server_dir / "pgdata") as server:
         store = PostgresStore(server.url, IDENT, schema="restart")
         r = make_retriever(store)
         r.add("before the restart", namespace="alice", principal="alice", memory_id="a")
