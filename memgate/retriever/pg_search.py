@@ -10,14 +10,16 @@ they apply before its ``LIMIT``::
       AND sig <> ALL(%s)                      -- exclude_signatures (the retriever's Kleene verdicts)
       AND NOT (memory_id = ANY(%s))           -- exclude_ids given as bare ids
       AND NOT EXISTS (... unnest(%s, %s) ...) -- exclude_ids given as (namespace, id) pairs
-    ORDER BY embedding <=> %s [, memory_id, namespace] LIMIT %s
+    ORDER BY embedding <=> %s LIMIT %s        -- exact=False; exact: cosine_distance(), id
 
 The retriever sends a query's Kleene exclusions as lifecycle states and signature digests (one
 verdict per signature, so a handful of values, not an id per excluded record); ids go only for
 what no signature describes (a caller's ``only_ids`` filter).
 
-``exact=True`` orders by distance then id, which no HNSW index can serve: PostgreSQL evaluates
-the filter (through its B-tree indexes when selective) and sorts exactly; the rows are then
+``exact=True`` orders by ``cosine_distance(embedding, q)`` (pgvector's function, which no index
+serves; the ``<=>`` operator would let PostgreSQL take the sort's prefix from the HNSW index, an
+incremental sort over an approximate scan) then id: PostgreSQL evaluates the filter (through its
+B-tree indexes when selective) and sorts exactly; the rows are then
 re-ranked with float64 cosines of their stored vectors and ties by memory id (the one ranking
 rule, :func:`memgate.retriever.support.top_by_score`), fetching further while a row beyond the
 page could still tie. ``exact=False`` orders by distance alone, so the planner may use the HNSW
@@ -100,10 +102,13 @@ class PostgresSearch:
             params += [pair_ns, pair_ids]
         return " AND ".join(where), params
 
-    def _page(self, q: np.ndarray, where: str, params: list, limit: int, exact: bool) -> list:
-        order = "embedding <=> %s" + (", memory_id, namespace" if exact else "")
-        template = (f"SELECT memory_id, namespace, embedding, embedding <=> %s FROM {{s}}.records r "
-                    f"WHERE {where} ORDER BY {order} LIMIT %s")
+    def _page(self, q: np.ndarray, where: str, params: list, limit: int) -> list:
+        """One page of the exact search. The distance is pgvector's function, not its operator:
+        an ORDER BY on ``<=>`` lets PostgreSQL serve the sort's prefix from the HNSW index (an
+        incremental sort over an approximate scan); the function no index can serve."""
+        template = (f"SELECT memory_id, namespace, embedding, cosine_distance(embedding, %s) "
+                    f"FROM {{s}}.records r WHERE {where} "
+                    "ORDER BY cosine_distance(embedding, %s), memory_id, namespace LIMIT %s")
         return self._rows(template, [q, *params, q, limit], binary=True)
 
     def _ranked(self, q: np.ndarray, rows: list, k: int) -> list[tuple]:
@@ -118,7 +123,7 @@ class PostgresSearch:
     def _exact(self, q: np.ndarray, where: str, params: list, k: int) -> list[tuple]:
         limit = k + 16
         while True:
-            rows = self._page(q, where, params, limit, exact=True)
+            rows = self._page(q, where, params, limit)
             hits = self._ranked(q, rows, k)
             if len(rows) < limit:
                 return hits  # every candidate was read

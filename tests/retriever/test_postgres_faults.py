@@ -236,6 +236,19 @@ def test_a_filter_keeping_1_percent_of_100k_rows_still_returns_k(tmp_path):
     assert len({h[0] for h in hits} & exact_top) >= 8  # approximate, yet close to exact
     assert [h[0] for h in store.search(q, ["bulk"], k, exclude_signatures=[sig[False]])] == \
         sorted(exact_top, key=lambda m: -float(vectors[int(m[1:])] @ q))  # exact search
+    # exact search over the whole namespace is brute force (an ORDER BY the index could serve as
+    # a prefix made PostgreSQL pick the HNSW scan plus an incremental sort: approximate)
+    brute = np.argsort(-(vectors @ q), kind="stable")[:k]
+    seen, rows = [], store._rows
+    store._rows = lambda template, params=(), **kw: seen.append((template, params)) or rows(template, params, **kw)
+    assert [h[0] for h in store.search(q, ["bulk"], k)] == [f"r{i:06d}" for i in brute]
+    store._rows = rows
+    (template, params), = [(t, p) for t, p in seen if "ORDER BY" in t][:1]
+    with psycopg.connect(pg_test_server.url(), autocommit=True) as conn:
+        register_vector(conn)
+        conn.execute(psycopg.sql.SQL("SET search_path = public"))
+        plan = "\n".join(r[0] for r in conn.execute(psycopg.sql.SQL("EXPLAIN ") + store._q(template), params))
+    assert "records_embedding" not in plan, plan  # exact: never through the HNSW index
     where, params = store._filter(["bulk"], (), (), [sig[False]])
     with psycopg.connect(pg_test_server.url(), autocommit=True) as conn:
         register_vector(conn)

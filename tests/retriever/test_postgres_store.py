@@ -190,7 +190,7 @@ def test_the_kleene_exclusions_go_as_signatures_not_as_ids(tmp_path, store):
     assert a.excluded_counts == b.excluded_counts and sum(a.excluded_counts.values()) >= 200
     kwargs = calls[0]
     assert kwargs["exclude_ids"] == [] and 1 <= len(kwargs["exclude_signatures"]) <= 2
-    searches = [(t, p) for t, p in statements if "ORDER BY embedding <=>" in t]
+    searches = [(t, p) for t, p in statements if "ORDER BY cosine_distance" in t]
     assert searches and all("sig <> ALL(%s)" in t and "LIMIT %s" in t for t, _ in searches[:1])
     longest = max(len(x) for _, params in searches for x in params if isinstance(x, list))
     assert longest <= 3  # namespaces, states, signatures: no list of 200 excluded ids
