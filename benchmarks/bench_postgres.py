@@ -2,11 +2,14 @@
 
     python -m benchmarks.bench_postgres [--n 100000] [--repeats 100] [--forgets 30] [--out FILE]
 
-Both stores hold the same N random unit vectors (dim 384, the bundled encoder's width), spread
-round-robin over 4 namespaces; a query reads 2 of them. The load goes through each store's own
+Both stores hold the same N unit vectors (dim 384, the bundled encoder's width): the project's
+cached MiniLM vectors padded with perturbed copies, as benchmarks/bench_ann.py (``--vectors
+cached``, the default when the embedding cache exists), or random ones (``--vectors random``: no
+structure, the hardest case for an HNSW graph), spread round-robin over 4 namespaces; a query
+reads 2 of them. The load goes through each store's own
 ``add_many`` (batches of 1,000); PostgreSQL's HNSW index is then built in one ``CREATE INDEX``.
-Both are cached between runs in ``.cache/bench_postgres/<key>`` (key: N, dim, seed, the store
-formats), the PostgreSQL data folder included (its server is started for the run and stopped
+Both are cached between runs in ``.cache/bench_postgres/<key>`` (key: N, dim, seed, the vectors,
+the store formats), the PostgreSQL data folder included (its server is started for the run and stopped
 after); each run's writes go to a namespace of their own, so the cached 100,000 stay as they are
 apart from the tombstones of earlier runs' forgets.
 
@@ -50,9 +53,26 @@ IDENT = {"id": "bench-random-unit", "revision": "1", "normalize": True, "dim": D
 REPO = Path(__file__).resolve().parents[1]
 
 
+EMBED_CACHE = Path(os.environ.get("MEMGATE_EMBED_CACHE", REPO / ".cache" / "embeddings" / "embeddings.sqlite"))
+
+
 def _vectors(n: int, seed: int) -> np.ndarray:
     v = np.random.default_rng(seed).normal(size=(n, DIM)).astype(np.float32)
     return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def _data(n: int, repeats: int, seed: int, source: str) -> tuple[np.ndarray, np.ndarray]:
+    """(base vectors, queries): the project's cached MiniLM vectors padded to ``n`` with perturbed
+    copies (bench_ann's data, so the recall is comparable to the embedded store's) or random unit
+    vectors (no structure: the hardest case for an HNSW graph)."""
+    if source == "cached":
+        from benchmarks.bench_ann import make_data
+
+        if not EMBED_CACHE.exists():
+            raise SystemExit(f"{EMBED_CACHE}: no embedding cache (run make demo first)")
+        base, queries, _ = make_data(EMBED_CACHE, n, repeats, seed)
+        return base, queries
+    return _vectors(n, seed), _vectors(repeats, seed + 2)
 
 
 def _pct(xs: list) -> dict:
@@ -67,10 +87,10 @@ def _timed(fn, *args, **kwargs) -> float:
     return (time.perf_counter() - t) * 1e3
 
 
-def _load(store, n: int, seed: int) -> float:
+def _load(store, vectors: np.ndarray) -> float:
     from memgate.retriever import Memory
 
-    vectors = _vectors(n, seed)
+    n = len(vectors)
     t = time.perf_counter()
     for start in range(0, n, 1000):
         ids = range(start, min(n, start + 1000))
@@ -79,7 +99,7 @@ def _load(store, n: int, seed: int) -> float:
     return time.perf_counter() - t
 
 
-def _open(cache: Path, n: int, seed: int, log) -> tuple:
+def _open(cache: Path, vectors: np.ndarray, log) -> tuple:
     """(embedded store, local server, postgres store, setup figures), loading what is not cached."""
     from memgate.retriever import EmbeddedStore, ann
     from memgate.retriever.pg_local import LocalServer
@@ -93,8 +113,8 @@ def _open(cache: Path, n: int, seed: int, log) -> tuple:
     if (cache / "embedded.done").exists():
         setup["embedded_load_s"] = json.loads((cache / "embedded.done").read_text())["load_s"]
     else:
-        log(f"loading {n:,} memories into the embedded store ...")
-        setup["embedded_load_s"] = round(_load(emb, n, seed), 1)
+        log(f"loading {len(vectors):,} memories into the embedded store ...")
+        setup["embedded_load_s"] = round(_load(emb, vectors), 1)
         (cache / "embedded.done").write_text(json.dumps({"load_s": setup["embedded_load_s"]}))
     server = LocalServer(cache / "pgdata")
     pg = PostgresStore(server.url, IDENT, schema="bench")
@@ -102,10 +122,10 @@ def _open(cache: Path, n: int, seed: int, log) -> tuple:
     if done.exists():
         setup.update(json.loads(done.read_text()))
     else:
-        log(f"loading {n:,} memories into PostgreSQL (index dropped for the load) ...")
+        log(f"loading {len(vectors):,} memories into PostgreSQL (index dropped for the load) ...")
         with pg._db.session("bench load") as conn:
             conn.execute(statement("DROP INDEX IF EXISTS {s}.records_embedding", "bench"))
-        setup["postgres_load_s"] = round(_load(pg, n, seed), 1)
+        setup["postgres_load_s"] = round(_load(pg, vectors), 1)
         log("building the HNSW index ...")
         t = time.perf_counter()
         with pg._db.session("bench index") as conn:
@@ -139,7 +159,8 @@ def _erasure_check(pg, server, erased: list[tuple[bytes, bytes]]) -> dict:
 
 
 def run(n: int = 100_000, repeats: int = 100, forgets: int = 30, seed: int = 0,
-        cache_root: Path | None = None, log=print) -> dict:
+        cache_root: Path | None = None, log=print, vectors: str | None = None,
+        compact: bool = True) -> dict:
     import torch
 
     torch.set_num_threads(2)
@@ -148,13 +169,21 @@ def run(n: int = 100_000, repeats: int = 100, forgets: int = 30, seed: int = 0,
     from memgate.retriever.pg_store import PostgresStore
     from memgate.retriever.store import STORE_FORMAT
 
-    key = hashlib.sha256(json.dumps([n, DIM, seed, POSTGRES_FORMAT, STORE_FORMAT]).encode()).hexdigest()[:12]
+    source = vectors or "cached"
+    try:
+        base, queries = _data(n, repeats, seed, source)
+    except SystemExit as exc:  # (no cache, or no vectors of the bundled encoder in it)
+        if vectors == "cached":
+            raise
+        log(f"{exc}: random vectors instead")
+        source = "random"
+        base, queries = _data(n, repeats, seed, source)
+    key = hashlib.sha256(json.dumps([n, DIM, seed, source, POSTGRES_FORMAT, STORE_FORMAT]).encode()).hexdigest()[:12]
     cache = (cache_root or REPO / ".cache" / "bench_postgres") / key
-    emb, server, pg, setup = _open(cache, n, seed, log)
+    emb, server, pg, setup = _open(cache, base, log)
     try:
         run_id = f"r{time.time_ns()}"
         rng = np.random.default_rng(seed + 1)
-        queries = _vectors(repeats, seed + 2)
         lat: dict = {f"{s}_{op}": [] for s in ("embedded", "postgres")
                      for op in ("add", "search_exact", "search_approx", "forget")}
         lat.update(postgres_forget_no_vacuum=[], refresh_idle=[], refresh_after_write=[])
@@ -166,7 +195,7 @@ def run(n: int = 100_000, repeats: int = 100, forgets: int = 30, seed: int = 0,
         for i in range(repeats):
             v = rng.normal(size=DIM).astype(np.float32)
             for name, store in (("embedded", emb), ("postgres", pg)):
-                lat[f"{name}_add"].append(_timed(store.add, Memory(f"{run_id}-{i}", run_id, f"bench note {i}"),
+                lat[f"{name}_add"].append(_timed(store.add, Memory(f"{run_id}-{i}", run_id, f"bench note {i} of {run_id}."),
                                                  v, encoder=IDENT))
                 lat[f"{name}_search_exact"].append(_timed(store.search, queries[i], READABLE, K))
                 lat[f"{name}_search_approx"].append(_timed(store.search, queries[i], READABLE, K, exact=False))
@@ -183,7 +212,7 @@ def run(n: int = 100_000, repeats: int = 100, forgets: int = 30, seed: int = 0,
         erased = []
         for i in range(forgets):
             mid = f"{run_id}-{i}"
-            erased.append((f"bench note {i}".encode(),
+            erased.append((f"bench note {i} of {run_id}.".encode(),
                            pg.vectors_for([mid], namespace=run_id)[mid].astype("<f4").tobytes()))
             for name, store in (("embedded", emb), ("postgres", pg)):
                 directive = Memory(f"{run_id}-{i}-f", run_id, "forget that note")
@@ -195,12 +224,13 @@ def run(n: int = 100_000, repeats: int = 100, forgets: int = 30, seed: int = 0,
                                                            rng.normal(size=DIM), encoder=IDENT))
             pg.vacuum_on_forget = True
         erasure = _erasure_check(pg, server, erased)
-        t = time.perf_counter()
-        pg.compact()
-        erasure["compact_s"] = round(time.perf_counter() - t, 1)
-        after = _erasure_check(pg, server, erased)
-        erasure.update(after_compact_texts_found=after["texts_found"],
-                       after_compact_vectors_found=after["vectors_found"])
+        if compact:
+            t = time.perf_counter()
+            pg.compact()
+            erasure["compact_s"] = round(time.perf_counter() - t, 1)
+            after = _erasure_check(pg, server, erased)
+            erasure.update(after_compact_texts_found=after["texts_found"],
+                           after_compact_vectors_found=after["vectors_found"])
         ef_recall = {}
         for ef in (100, 200, 400):
             hits = [len({h[0] for h in pg.search(q, READABLE, K)} & {h[0] for h in pg.search(
@@ -212,7 +242,7 @@ def run(n: int = 100_000, repeats: int = 100, forgets: int = 30, seed: int = 0,
         first_refresh_s = time.perf_counter() - t
         cold.close()
         other.close()
-        out = {"n": n, "dim": DIM, "repeats": repeats, "forgets": forgets, "k": K,
+        out = {"n": n, "dim": DIM, "vectors": source, "repeats": repeats, "forgets": forgets, "k": K,
                "readable_namespaces": len(READABLE), "namespaces": len(NAMESPACES),
                "records_now": {"embedded": len(emb), "postgres": len(pg)},
                "load_avg_1m": os.getloadavg()[0], "cpu_count": os.cpu_count(), "cache": str(cache),
@@ -230,7 +260,7 @@ def run(n: int = 100_000, repeats: int = 100, forgets: int = 30, seed: int = 0,
 
 
 def format_report(r: dict) -> str:
-    lines = [f"PostgresStore vs EmbeddedStore at {r['n']:,} memories (dim {r['dim']}, k={r['k']}, "
+    lines = [f"PostgresStore vs EmbeddedStore at {r['n']:,} memories ({r['vectors']} vectors, dim {r['dim']}, k={r['k']}, "
              f"{r['readable_namespaces']} of {r['namespaces']} namespaces read; load {r['load_avg_1m']:.1f} "
              f"on {r['cpu_count']} cores)",
              f"{'':<22}{'embedded p50 / p99':>22}{'postgres p50 / p99':>22}{'ratio p50':>11}"]
@@ -247,9 +277,9 @@ def format_report(r: dict) -> str:
               f"by hnsw_ef {json.dumps(r['recall_at_100_by_ef_search'])}",
               f"after {r['erasure']['forgotten']} forgets: their texts found in {r['erasure']['texts_found']}, "
               f"their vectors in {r['erasure']['vectors_found']} places of the schema's "
-              f"{r['erasure']['files']} data files ({r['erasure']['bytes'] / 1e6:.0f} MB); after compact() "
-              f"({r['erasure']['compact_s']:.1f} s): {r['erasure']['after_compact_texts_found']} and "
-              f"{r['erasure']['after_compact_vectors_found']}",
+              f"{r['erasure']['files']} data files ({r['erasure']['bytes'] / 1e6:.0f} MB)" + (
+                  f"; after compact() ({r['erasure']['compact_s']:.1f} s): {r['erasure']['after_compact_texts_found']} "
+                  f"and {r['erasure']['after_compact_vectors_found']}" if "compact_s" in r["erasure"] else ""),
               f"setup (cached): {json.dumps(r['setup'], sort_keys=True)}"]
     return "\n".join(lines)
 
@@ -260,9 +290,12 @@ def main(argv=None) -> dict:
     parser.add_argument("--repeats", type=int, default=100)
     parser.add_argument("--forgets", type=int, default=30)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--vectors", choices=("cached", "random"), default=None,
+                        help="the project's cached MiniLM vectors (default when cached) or random ones")
+    parser.add_argument("--no-compact", action="store_true", help="skip the VACUUM FULL measurement")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
-    r = run(args.n, args.repeats, args.forgets, args.seed)
+    r = run(args.n, args.repeats, args.forgets, args.seed, vectors=args.vectors, compact=not args.no_compact)
     print(format_report(r))
     if args.out:
         args.out.write_text(json.dumps(r, indent=2, sort_keys=True) + "\n")
