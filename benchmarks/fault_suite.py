@@ -1,6 +1,6 @@
 """The stores' fault suite: ``kill -9`` at random moments and two-process compare-and-set races.
 
-    python -m benchmarks.fault_suite [--kills 200] [--races 20] [--stores embedded,qdrant] [--disk-full 20]
+    python -m benchmarks.fault_suite [--kills 200] [--races 20] [--stores embedded,qdrant,postgres] [--disk-full 20]
 
 Kill loop (per store): a writer process runs random writes (add, add_many of 2-20 records,
 update, correct, forget) against one store on disk and logs each write's intent before it and
@@ -13,7 +13,10 @@ on the same store, so the checks cover every earlier round too.
 CAS race (per store): two processes read a record at revision 1 and both try
 ``update(expected_revision=1)`` at once; exactly one may win, the other must get
 ``StaleRevisionError``. Qdrant local mode admits one process per path, so there the two race
-for the storage lock and the loser's CAS runs after the winner's write.
+for the storage lock and the loser's CAS runs after the winner's write. PostgreSQL: the two are
+two clients of one server (``MEMGATE_POSTGRES_URL``, or a pgserver started in a temporary
+folder), each store a schema of its own; a killed writer is a client whose connection drops
+mid-transaction.
 
 Disk full and damaged vector files (``--disk-full N`` rounds per store, 0 to skip): see
 benchmarks/fault_disk.py.
@@ -57,6 +60,11 @@ def open_store(kind: str, path: Path):
         from memgate.retriever import EmbeddedStore
 
         return EmbeddedStore(path, IDENT)
+    if kind == "postgres":  # the server of MEMGATE_POSTGRES_URL, a schema per store "path"
+        from memgate.retriever.pg_store import URL_ENV, PostgresStore
+
+        schema = "f_" + hashlib.sha256(str(path).encode()).hexdigest()[:20]
+        return PostgresStore(os.environ[URL_ENV], IDENT, schema=schema)
     from memgate.retriever.qdrant_store import QdrantStore
 
     return QdrantStore("mem", IDENT, path=path)
@@ -188,6 +196,7 @@ def _late_opener(path: str, flags: str, log_path: str) -> None:
 def zygote() -> None:
     """Read one JSON command per line; fork a child per job and answer its pid; reap on request."""
     import memgate.retriever  # noqa: F401  (the imports the children share)
+    import memgate.retriever.pg_store  # noqa: F401
     import memgate.retriever.qdrant_store  # noqa: F401
 
     print("ready", flush=True)
@@ -422,7 +431,6 @@ def late_open(root: Path, zygote: Zygote) -> str:
 def main(argv=None) -> int:
     import tempfile
 
-    from benchmarks.fault_disk import FILE_STORES, damaged_vector_file, disk_full
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--kills", type=int, default=200, help="kill -9 rounds per store")
@@ -434,17 +442,35 @@ def main(argv=None) -> int:
     parser.add_argument("--disk-full", type=int, default=0, help="disk-full rounds per store (a small tmpfs each)")
     args = parser.parse_args(argv)
     results = []
-    with tempfile.TemporaryDirectory() as tmp, Zygote() as z:
+    with tempfile.TemporaryDirectory() as tmp:
+        server = None
+        if "postgres" in args.stores.split(",") and not os.environ.get("MEMGATE_POSTGRES_URL"):
+            from memgate.retriever.pg_local import LocalServer
+
+            server = LocalServer(Path(tmp) / "pgdata")
+            os.environ["MEMGATE_POSTGRES_URL"] = server.url
+        try:
+            _run_suite(args, Path(tmp), results)
+        finally:
+            if server is not None:
+                server.stop()
+    return 0
+
+
+def _run_suite(args, tmp: Path, results: list) -> None:
+    from benchmarks.fault_disk import FILE_STORES, damaged_vector_file, disk_full
+
+    with Zygote() as z:
         for kind in args.stores.split(","):
             started = time.perf_counter()
             row: dict = {}
             for chunk, start in enumerate(range(0, args.kills, args.fresh_every)):
-                part = kill_loop(kind, Path(tmp) / kind / f"chunk{chunk}", min(args.fresh_every, args.kills - start),
+                part = kill_loop(kind, tmp / kind / f"chunk{chunk}", min(args.fresh_every, args.kills - start),
                                  args.seed * 1000 + chunk, z)
                 row = {k: v if isinstance(v, str) else row.get(k, 0) + v for k, v in part.items()}
-            row.update(cas_races(kind, Path(tmp) / kind, args.races, z))
+            row.update(cas_races(kind, tmp / kind, args.races, z))
             if args.disk_full and kind in FILE_STORES:
-                rounds = [disk_full(kind, Path(tmp) / kind / "disk", args.seed * 1000 + i, z)
+                rounds = [disk_full(kind, tmp / kind / "disk", args.seed * 1000 + i, z)
                           for i in range(args.disk_full)]
                 row["disk_full"] = {
                     "rounds": len(rounds), "refused_writes": sum(r["full_errors"] for r in rounds),
@@ -458,8 +484,7 @@ def main(argv=None) -> int:
             results.append(row)
             print(json.dumps(row), flush=True)
         if args.disk_full:
-            print(json.dumps({"damaged_vector_file": damaged_vector_file(Path(tmp) / "damaged")}), flush=True)
-    return 0
+            print(json.dumps({"damaged_vector_file": damaged_vector_file(tmp / "damaged")}), flush=True)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,9 @@ encoder backends side by side (torch, ONNX Runtime, OpenVINO: warm, fresh proces
 width); the paper-scale gate's train and scoring throughput (CPU, and GPU when present); gate_ms_per_100 per width with and without the write-time split;
  retrieval_ms_top100_100k; overhead_ratio; start-up in fresh processes (the public import, every
 verb's --help and usage errors, the store verbs, Memory's first add + search and warm calls,
-MemgateStore.put, the servers' time to accept: benchmarks/bench_startup.py); the HTTP server's p50 / p99 (benchmarks/bench_http.py); the approximate index's top-100 latency, recall
+MemgateStore.put, the servers' time to accept: benchmarks/bench_startup.py); the HTTP server's p50 / p99 (benchmarks/bench_http.py), on the embedded store
+and on PostgreSQL; PostgresStore's add / search / forget p50 and p99 beside the embedded store's at 100,000, its HNSW recall@100
+and per-query refresh cost (benchmarks/bench_postgres.py, the load and index cached in .cache/bench_postgres); the approximate index's top-100 latency, recall
 and gated / plain ratio at 100,000 (benchmarks/bench_ann.py); the released gate's re-scoring of the default depth (200) of real
 candidates beside the plain cosine, every scorer lever at 1 and 2 threads (benchmarks/bench_gate.py); eval_s per route (from the latest evaluation's
 timings.json, if any); the make demo breakdown (from reports/demo/pipeline_timings.json, if any).
@@ -52,6 +54,16 @@ def main() -> dict:
         results["http"] = bench_http.bench(clients=8, requests=200)
     except ImportError:
         results["http"] = None
+    try:  # PostgresStore beside the embedded store at 100,000, and the HTTP server on it (the [postgres] extra)
+        import pgserver  # noqa: F401
+
+        from benchmarks import bench_postgres
+
+        results["postgres"] = bench_postgres.run()
+        results["http_postgres"] = bench_http.bench(clients=8, requests=200, backend="postgres") \
+            if results["http"] else None
+    except ImportError:
+        results["postgres"] = results["http_postgres"] = None
     cache = REPO_ROOT / ".cache" / "embeddings" / "embeddings.sqlite"
     try:  # the embedded store's approximate index (the [ann] extra) on the project's vectors
         import hnswlib  # noqa: F401
@@ -113,6 +125,22 @@ def main() -> dict:
                      f"add, search, get) | {h['add_ms_p50']:.1f} / {h['add_ms_p99']:.1f}, "
                      f"{h['search_ms_p50']:.1f} / {h['search_ms_p99']:.1f}, "
                      f"{h['get_ms_p50']:.1f} / {h['get_ms_p99']:.1f} ({h['requests_per_s']:.1f} req/s) |")
+    if results.get("http_postgres"):
+        h = results["http_postgres"]
+        lines.append(f"| http_ms p50 / p99 on PostgreSQL ({h['clients']} clients x {h['requests_per_client']} "
+                     f"requests; add, search, get) | {h['add_ms_p50']:.1f} / {h['add_ms_p99']:.1f}, "
+                     f"{h['search_ms_p50']:.1f} / {h['search_ms_p99']:.1f}, "
+                     f"{h['get_ms_p50']:.1f} / {h['get_ms_p99']:.1f} ({h['requests_per_s']:.1f} req/s) |")
+    if results.get("postgres"):
+        pg = results["postgres"]
+        for op in ("add", "search_exact", "search_approx", "forget"):
+            e, p = pg["ms"][f"embedded_{op}"], pg["ms"][f"postgres_{op}"]
+            lines.append(f"| PostgresStore {op} at {pg['n']:,} (p50 / p99; embedded p50 / p99; ratio of p50s) | "
+                         f"{p['p50']:.2f} / {p['p99']:.2f} ms; {e['p50']:.2f} / {e['p99']:.2f} ms; "
+                         f"×{pg['ratio_p50'][op]:.2f} |")
+        lines.append(f"| PostgresStore HNSW recall@100 vs exact at {pg['n']:,}; per-query refresh p50 "
+                     f"(idle; after one write) | {pg['recall_at_100']:.4f}; "
+                     f"{pg['ms']['refresh_idle']['p50']:.3f} ms; {pg['ms']['refresh_after_write']['p50']:.3f} ms |")
     if results["ann"]:
         a = results["ann"]
         h = next((r for r in a["rows"] if r.get("engine") == "hnswlib" and not r["filtered"]), None)
@@ -138,6 +166,10 @@ def main() -> dict:
     lines += ["", "## Start-up (fresh processes)", "", "```", bench_startup.format_report(results["startup"]),
               "```", ""]
     lines += ["", "## Retriever", "", "```", bench_retriever.format_report(retriever), "```", ""]
+    if results.get("postgres"):
+        from benchmarks import bench_postgres
+
+        lines += ["## PostgresStore", "", "```", bench_postgres.format_report(results["postgres"]), "```", ""]
     if results["eval"]:
         lines += ["## eval_s per route", "", f"From reports/{results['eval']['report']}/timings.json:", "",
                   "```", json.dumps(results["eval"].get("routes", {}), indent=1), "```", ""]

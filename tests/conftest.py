@@ -30,3 +30,14 @@ def _gate_graph_cache(tmp_path_factory):
     patch.setenv("MEMGATE_GATE_CACHE", str(tmp_path_factory.mktemp("gate-graphs")))
     yield
     patch.undo()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _postgres_server():
+    """One real PostgreSQL server (pgserver) for the whole session: started by the first test
+    that opens a postgres store (``tests.pg_test_server.url``), stopped here at the end; each
+    store gets a schema of its own."""
+    from tests import pg_test_server
+
+    yield
+    pg_test_server.stop()

@@ -70,6 +70,10 @@ LAZY = {
         "serve extra: the MCP server needs the mcp SDK",
     ("memgate.integrations.opening", "memgate.retriever.qdrant_store"):
         "qdrant extra: qdrant-client (0.6 s to import) only for store='qdrant'",
+    ("memgate.integrations.opening", "memgate.retriever.pg_store"):
+        "postgres extra: psycopg and pgvector load only when a PostgreSQL store is opened",
+    ("memgate.retriever.retriever", "memgate.retriever.pg_store"):
+        "postgres extra: GatedRetriever.open_postgres loads psycopg only when called",
 }
 
 

@@ -4,6 +4,11 @@
     memgate serve mcp  --store memstore --principal alice            (stdio)
     memgate serve mcp  --store memstore --principal alice --transport http   (MEMGATE_MCP_KEY)
 
+``--backend postgres --url postgresql://...`` (default ``$MEMGATE_POSTGRES_URL``, which keeps a
+password off the command line) serves a PostgreSQL store (the schema ``--schema``, default
+``memgate``); there ``--store DIR`` names the folder of the audit log (``DIR/audit.jsonl``,
+which ``history`` reads) and is optional. Several servers may serve one PostgreSQL store.
+
 ``keys.json`` maps API keys (16+ characters) to principals: ``{"<key>": "alice"}``; keep it
 private (it is read once at start). Both servers bind 127.0.0.1 unless ``--allow-remote``. The
 servers need the ``[serve]`` extra (FastAPI, uvicorn, the ``mcp`` SDK).
@@ -19,14 +24,19 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from memgate.integrations.memory import Memory
+from memgate.retriever.schema import StoreError
 
 LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
 
 
 def add_store_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--store", required=True, type=Path, help="the store directory")
-    parser.add_argument("--backend", choices=("embedded", "qdrant"), default="embedded",
-                        help="embedded (default) or a Qdrant local-mode directory (trusted only)")
+    parser.add_argument("--store", type=Path,
+                        help="the store directory (--backend postgres: the audit log's folder, optional)")
+    parser.add_argument("--backend", choices=("embedded", "qdrant", "postgres"), default="embedded",
+                        help="embedded (default), a Qdrant local-mode directory (trusted only) or "
+                             "PostgreSQL (--url)")
+    parser.add_argument("--url", help="the PostgreSQL URL (--backend postgres; default $MEMGATE_POSTGRES_URL)")
+    parser.add_argument("--schema", default="memgate", help="the PostgreSQL schema (--backend postgres)")
     parser.add_argument("--gate", default="auto",
                         help="'auto' (the released gate if its card passes the default-on rule), "
                              "'none', or a checkpoint directory")
@@ -34,7 +44,22 @@ def add_store_args(parser: argparse.ArgumentParser) -> None:
 
 def open_memory(args: argparse.Namespace) -> Any:
     gate = None if args.gate == "none" else args.gate
+    if args.backend == "postgres":
+        return Memory(path=args.store, store="postgres", url=args.url, collection=args.schema, gate=gate)
+    if args.store is None:
+        raise ValueError(f"--store DIR is required with --backend {args.backend}")
+    if args.url is not None:
+        raise ValueError("--url goes with --backend postgres")
     return Memory(path=args.store, store=args.backend, gate=gate)
+
+
+def _opened(args: argparse.Namespace, server: str) -> Any:
+    """The Memory to serve, or None after a one-line error (a bad setup, an unreachable store)."""
+    try:
+        return open_memory(args)
+    except (ValueError, StoreError) as exc:
+        print(f"memgate serve {server}: {exc}", file=sys.stderr)
+        return None
 
 
 def check_loopback(host: str, allow_remote: bool = False) -> None:
@@ -89,7 +114,10 @@ def serve_http(args: argparse.Namespace) -> int:
 
     from memgate.integrations.http_server import MAX_BODY_BYTES, create_app
 
-    with open_memory(args) as memory:
+    memory = _opened(args, "http")
+    if memory is None:
+        return 2
+    with memory:
         app = create_app(memory, keys, max_body_bytes=args.max_body_bytes or MAX_BODY_BYTES)
         uvicorn.run(app, host=args.host, port=args.port, log_level="info")
     return 0
@@ -115,7 +143,10 @@ def serve_mcp(args: argparse.Namespace) -> int:
         # loads with WANDB_MODE=offline: on stdio that line would break the protocol (this
         # server never logs to wandb)
         del os.environ["WANDB_MODE"]
-    with open_memory(args) as memory:
+    memory = _opened(args, "mcp")
+    if memory is None:
+        return 2
+    with memory:
         server = create_mcp_server(memory, args.principal)
         if args.transport == "stdio":
             server.run("stdio")

@@ -7,15 +7,17 @@
     memgate store forget MEMORY_ID --user alice --store DIR [--directive TEXT]
     memgate store history MEMORY_ID --user alice --store DIR
     memgate store export --store DIR --out EXPORT_DIR     (JSONL + safetensors, see transfer.py)
-    memgate store import --from EXPORT_DIR --store DIR    (or --backend qdrant --url URL)
+    memgate store import --from EXPORT_DIR --store DIR    (or --backend qdrant|postgres --url URL)
     memgate store verify --store DIR                      (checksums, half records, E <= R <= W)
 
 ``--backend qdrant`` opens ``--store`` as a Qdrant local-mode directory (trusted only: qdrant-
-client pickles its points there; a warning says so) or ``--url`` a Qdrant server. ``--json``
-prints JSON. Only add and import create a store: every other verb refuses a ``--store`` that holds
-none (a mistyped path creates nothing). Verbs that embed nothing (list, get, forget, history,
-export, verify) load no encoder model and no gate. Exit status: 0 success, 1 nothing found or a
-failed check, 2 bad input.
+client pickles its points there; a warning says so) or ``--url`` a Qdrant server.
+``--backend postgres`` opens the PostgreSQL store at ``--url`` (default ``$MEMGATE_POSTGRES_URL``,
+which keeps a password off the command line) in the schema ``--collection``; there ``--store DIR``
+is optional and names the folder of the audit log (``DIR/audit.jsonl``) that ``history`` reads.
+``--json`` prints JSON. Only add and import create a store: every other verb refuses a ``--store``
+that holds none (a mistyped path creates nothing). Verbs that embed nothing (list, get, forget,
+history, export, verify) load no encoder model and no gate. Exit status: 0 success, 1 nothing found or a failed check, 2 bad input.
 """
 
 from __future__ import annotations
@@ -52,10 +54,12 @@ def build_parser(prog: str = "memgate store") -> argparse.ArgumentParser:
 
     def verb(name: str, help_: str, user: bool = False) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_)
-        p.add_argument("--store", type=Path, help="the store directory")
-        p.add_argument("--backend", choices=("embedded", "qdrant"), default="embedded")
-        p.add_argument("--url", help="a Qdrant server (with --backend qdrant)")
-        p.add_argument("--collection", default="memgate", help="the Qdrant collection")
+        p.add_argument("--store", type=Path, help="the store directory (postgres: its audit log's folder)")
+        p.add_argument("--backend", choices=("embedded", "qdrant", "postgres"), default="embedded")
+        p.add_argument("--url", help="a Qdrant server (--backend qdrant) or a PostgreSQL URL "
+                                     "(--backend postgres; default $MEMGATE_POSTGRES_URL)")
+        p.add_argument("--collection", default="memgate",
+                       help="the Qdrant collection or the PostgreSQL schema")
         p.add_argument("--json", action="store_true", help="print JSON")
         if user:
             p.add_argument("--user", required=True, help="the user (principal) the call acts for")
@@ -98,6 +102,8 @@ def check_store_exists(args: argparse.Namespace) -> None:
 
 
 def _open_store(args: argparse.Namespace) -> Any:
+    if args.backend == "postgres":
+        return open_store("postgres", url=args.url, path=args.store, collection=args.collection)
     if args.backend == "qdrant" and args.url:
         return open_store("qdrant", url=args.url, collection=args.collection,
                           audit_log=None if args.store is None else args.store / "audit.jsonl")
@@ -108,6 +114,8 @@ def _open_store(args: argparse.Namespace) -> Any:
 
 
 def _memory(args: argparse.Namespace) -> Any:
+    if args.backend == "postgres":
+        return Memory(path=args.store, store="postgres", url=args.url, collection=args.collection)
     if args.store is None and not args.url:
         raise ValueError("--store DIR is required")
     return Memory(path=args.store if not args.url else None, store=args.backend, url=args.url,

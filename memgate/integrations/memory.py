@@ -24,7 +24,7 @@ Underneath is the full :class:`memgate.retriever.GatedRetriever` (``Memory.retri
   ``verify_first``); the learned gate follows :func:`memgate.integrations.gate_default`.
 
 One ``Memory`` serialises its calls with a lock (the retriever is not thread-safe), so threads
-may share it; processes may share a store directory (SQLite locking). Opening one loads no model:
+may share it; processes may share a store directory (SQLite locking) or a PostgreSQL store. Opening one loads no model:
 the encoder loads at the first call that embeds (add, update of a text, delete: its directive),
 the gate at the first search, or both at ``warm_up()``, which may run in a thread beside calls
 that embed nothing (those that embed wait for it).
@@ -115,7 +115,10 @@ class Memory:
     ``Memory(path=DIR)`` opens (or creates) an embedded store; ``Memory(store="qdrant",
     path=DIR)`` Qdrant local mode (trusted directories only: qdrant-client pickles its points);
     ``Memory(store="qdrant", url=URL, api_key=...)`` a Qdrant server (``audit_log=FILE`` keeps
-    the audit trail that ``history`` reads). ``gate="auto"`` (default), ``None`` or a
+    the audit trail that ``history`` reads); ``Memory(store="postgres",
+    url="postgresql://...")`` a PostgreSQL + pgvector store (the schema ``collection``, default
+    ``memgate``; ``url`` defaults to ``$MEMGATE_POSTGRES_URL``; ``path=DIR`` keeps the audit
+    trail in ``DIR/audit.jsonl``, or ``audit_log=FILE``). ``gate="auto"`` (default), ``None`` or a
     checkpoint directory; ``action_preset`` one of memgate.actions' presets.
     """
 

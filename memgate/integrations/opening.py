@@ -6,7 +6,9 @@ the LangGraph store, the servers and the CLI).
 - the embedded store by default, with its approximate index for namespaces of 20,000+ records
   when hnswlib is installed (exact below); ``store="qdrant"`` opens a Qdrant collection (``path=`` local
   mode, ``url=`` a server). qdrant-client's local mode keeps its points in a pickle-backed
-  file: opening one warns, once per directory, that it must be trusted;
+  file: opening one warns, once per directory, that it must be trusted; ``store="postgres"``
+  opens a PostgreSQL + pgvector store (``url=``, default ``$MEMGATE_POSTGRES_URL``; the schema
+  ``collection``; ``path=`` the folder of its audit log, ``audit.jsonl``, or ``audit_log=``);
 - the learned gate per :func:`memgate.integrations.gate_default.gate_default`, said once per
   process when it is off.
 """
@@ -28,7 +30,7 @@ from memgate.retriever.store import EmbeddedStore
 
 log = logging.getLogger("memgate")
 
-STORES = ("embedded", "qdrant")
+STORES = ("embedded", "qdrant", "postgres")
 DEFAULT_POLICY_TAG = "general"  # what the agent surfaces tag an untagged memory with
 DEFAULT_POLICY_RULES = {DEFAULT_POLICY_TAG: {}}  # readable for every purpose
 QDRANT_TRUST_WARNING = (
@@ -74,11 +76,23 @@ def resolve_gate(gate: Any) -> tuple[Any, GateDecision]:
 def open_store(store: str = "embedded", *, path: Any = None, url: Optional[str] = None,
                collection: str = "memgate", api_key: Optional[str] = None, encoder: Any = None,
                fsync: bool = True, audit_log: Any = None, allow_damaged: bool = False) -> Any:
-    """An :class:`EmbeddedStore` at ``path`` or a :class:`QdrantStore` (``path=`` or ``url=``).
-    ``allow_damaged``: open an embedded store whose vector file is truncated (to verify it)."""
+    """An :class:`EmbeddedStore` at ``path``, a :class:`QdrantStore` (``path=`` or ``url=``) or
+    a :class:`memgate.retriever.pg_store.PostgresStore` (``url=``; ``path=`` its audit log's
+    folder). ``allow_damaged``: open an embedded store whose vector file is truncated (to
+    verify it)."""
     encoder = encoder or default_encoder()
     if store not in STORES:
         raise ValueError(f"store must be one of {STORES}, got {store!r}")
+    if store == "postgres":
+        from memgate.retriever.pg_store import URL_ENV, PostgresStore
+
+        url = url or os.environ.get(URL_ENV)
+        if not url:
+            raise ValueError(f"store='postgres' needs url=postgresql://... (or ${URL_ENV})")
+        if audit_log is None and path is not None:
+            audit_log = Path(path) / "audit.jsonl"
+        return PostgresStore(url, encoder.identity, schema=collection,
+                             audit=AuditLog(audit_log) if audit_log is not None else None)
     if store == "embedded":
         if path is None or url is not None:
             raise ValueError("the embedded store needs path=DIR (and no url=)")
@@ -106,7 +120,8 @@ def open_retriever(store: Any, *, encoder: Any = None, gate: Any = "auto",
     rules.update(policy_rules or {})
     chosen, decision = resolve_gate(gate)
     # exact_search=False: approximate (HNSW) candidate search for a namespace of 20,000+ records
-    # on the embedded store, a Qdrant server's HNSW on Qdrant; exact below that
+    # on the embedded store, a Qdrant server's HNSW on Qdrant, pgvector's HNSW index (or an exact
+    # plan, PostgreSQL's choice) on PostgreSQL; exact below that
     config = RetrieverConfig(policy_rules=rules, action_preset=action_preset,
                              rerank_depth=rerank_depth, fail_mode=fail_mode, exact_search=False)
     return GatedRetriever(store, encoder or default_encoder(), gate=chosen, config=config), decision

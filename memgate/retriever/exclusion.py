@@ -94,21 +94,32 @@ class KleeneExclusion:
         keep = a == _A_TRUE if self.config.fail_mode == "closed" else a != _A_FALSE
         return _Verdicts(sig, a, keep, info)
 
-    def _exclusion_filter(self, support: np.ndarray, keep: np.ndarray) -> tuple[list, list]:
+    def _exclusion_filter(self, support: np.ndarray, keep: np.ndarray) -> tuple[list, list, list]:
         """The Kleene exclusions as a store-search filter: lifecycle states whose every readable
-        record is excluded go as payload values (``exclude_states``), the other excluded records
-        by id (``exclude_ids``)."""
+        record is excluded go as payload values (``exclude_states``); on a store that keeps each
+        record's :func:`memgate.retriever.semantics.signature_digest` (``filters_signatures``),
+        signatures whose every readable record is excluded go by digest
+        (``exclude_signatures``: a verdict is one per signature, so these are few); the other
+        excluded records by id (``exclude_ids``)."""
         idx = self._index
         dropped = ~keep
         if not dropped.any():
-            return [], []
+            return [], [], []
         state_names = {code: name for name, code in idx.state_code.items()}
         states = idx.state[support]
         whole = [code for code in np.unique(states[dropped]).tolist()
                  if not keep[states == code].any()]
         by_id = dropped & ~np.isin(states, np.array(whole, dtype=np.int32))
+        digests: list = []
+        if getattr(self.store, "filters_signatures", False) and by_id.any():
+            sigs = idx.sig[support]
+            n = len(idx.sig_keys)
+            whole_sigs = np.flatnonzero((np.bincount(sigs[by_id], minlength=n) > 0)
+                                        & (np.bincount(sigs[keep], minlength=n) == 0))
+            digests = sorted(idx.sig_digests[s] for s in whole_sigs.tolist())
+            by_id &= ~np.isin(sigs, whole_sigs)
         return (sorted(state_names[c] for c in whole),
-                [(idx.namespaces[p], idx.ids[p]) for p in support[by_id].tolist()])
+                [(idx.namespaces[p], idx.ids[p]) for p in support[by_id].tolist()], digests)
 
     def _exclusions(self, support: np.ndarray, verdicts: "_Verdicts", ranking: "_Ranking",
                     readable: frozenset) -> tuple[list, dict]:

@@ -31,15 +31,17 @@ class GatedRanking:
     """The ranking step of the query path (uses the retriever's index, store, gate and scorer)."""
 
     def _search(self, q: np.ndarray, readable: frozenset, n: int, kept: Optional[np.ndarray],
-                exclude_states: Iterable[str] = (), exclude_ids: Iterable[str] = ()) -> list:
+                exclude_states: Iterable[str] = (), exclude_ids: Iterable[str] = (),
+                exclude_signatures: Iterable[str] = ()) -> list:
         """Index positions of the store's filtered top ``n`` (:meth:`MemoryStore.search`: the
         namespace filter and exclusions apply before truncation). A hit that is not a kept
         position of this index (written by another process since the refresh, its verdict
         unknown here) is left out; ``kept=None`` keeps every hit in the index."""
         idx = self._index
+        by_signature = {"exclude_signatures": list(exclude_signatures)} if exclude_signatures else {}
         hits = self.store.search(q, sorted(readable), n, exclude_ids=exclude_ids,
                                  exclude_states=exclude_states, exact=self.config.exact_search,
-                                 with_namespace=True)
+                                 with_namespace=True, **by_signature)
         out = []
         for memory_id, _, namespace in hits:
             if namespace not in readable:  # defence in depth
@@ -66,8 +68,9 @@ class GatedRanking:
         if keep.any():
             kept = np.zeros(len(idx.ids), dtype=bool)
             kept[support[keep]] = True
-            states, ids = self._exclusion_filter(support, keep)
-            head = np.asarray(self._search(q, readable, depth, kept, states, ids), dtype=np.int64)
+            states, ids, signatures = self._exclusion_filter(support, keep)
+            head = np.asarray(self._search(q, readable, depth, kept, states, ids, signatures),
+                              dtype=np.int64)
         head, head_cos = self._top(head, exact_cos(head), depth)
         ranking = _Ranking(head[:k], dict(zip(head.tolist(), head_cos.tolist())), {}, [], gated,
                            depth, q)

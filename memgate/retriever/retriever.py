@@ -149,6 +149,21 @@ class GatedRetriever(AccessControl, WritePath, QueryPath, KleeneExclusion, Gated
         store = EmbeddedStore(path, encoder.identity, **store_kwargs)
         return cls(store, encoder, gate=gate, config=config)
 
+    @classmethod
+    def open_postgres(cls, url: str, encoder: Any, gate: Any = None,
+                      config: RetrieverConfig | None = None, *, schema: str = "memgate",
+                      **store_kwargs: Any) -> "GatedRetriever":
+        """Open (or create) a :class:`memgate.retriever.pg_store.PostgresStore` in ``schema`` of
+        the PostgreSQL database at ``url`` for ``encoder`` (needs the ``[postgres]`` extra)."""
+        from memgate.retriever.pg_store import PostgresStore
+
+        store = PostgresStore(url, encoder.identity, schema=schema, **store_kwargs)
+        try:
+            return cls(store, encoder, gate=gate, config=config)
+        except BaseException:
+            store.close()
+            raise
+
     def close(self) -> None:
         """Close the store (its database, vector file or client)."""
         self.store.close()

@@ -55,6 +55,8 @@ index needs about one record (``IndexEntry``, ``index_entry``).
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -129,6 +131,33 @@ def index_entry(raw: Mapping, *, memory_id: str, namespace: str, slot: Optional[
         policy_tags=None if raw.get("policy_tags") is None else tuple(raw["policy_tags"]),
         seq=seq,
     )
+
+
+def signature_key(entry: IndexEntry) -> tuple:
+    """What a record's Kleene verdict depends on (namespace, policy tags, lifecycle, the scopes it
+    was superseded in, its validity window): records with one key get one verdict per query."""
+    return (
+        entry.namespace,
+        entry.policy_tags,
+        entry.lifecycle_state,
+        tuple(sorted({(None if s.scope is None else (s.scope.subject, s.scope.valid_from, s.scope.valid_to))
+                      for s in entry.superseded_in}, key=repr)),
+        (entry.applicability.valid_from, entry.applicability.valid_to),
+    )
+
+
+def signature_digest(key: tuple) -> str:
+    """A stable name for a :func:`signature_key` (a store that keeps it per record can filter a
+    search by the signatures a query excludes instead of by each excluded record's id)."""
+    return hashlib.sha256(json.dumps(key, ensure_ascii=False).encode()).hexdigest()[:32]
+
+
+def record_signature(memory: Memory) -> str:
+    """The :func:`signature_digest` of a record as stored (what a store filtering by signature
+    keeps beside it)."""
+    entry = index_entry(memory.to_dict(), memory_id=memory.memory_id, namespace=memory.namespace,
+                        slot=None, lifecycle_state=memory.lifecycle_state, seq=0)
+    return signature_digest(signature_key(entry))
 
 
 def check_cas(memory: Memory, expected_revision: Optional[int]) -> None:
@@ -499,4 +528,5 @@ class RecordSemantics(ForgetSemantics):
 
 
 __all__ = ["ENCODER_KEYS", "IndexEntry", "RecordSemantics", "Suppressed", "check_cas",
-           "check_namespace_arg", "index_entry", "normalize_identity"]
+           "check_namespace_arg", "index_entry", "normalize_identity", "record_signature",
+           "signature_digest", "signature_key"]

@@ -18,7 +18,7 @@ from typing import Any, Optional
 import numpy as np
 
 from memgate.model.ordering import rank_by_score
-from memgate.retriever.semantics import IndexEntry
+from memgate.retriever.semantics import IndexEntry, signature_digest, signature_key
 
 
 def readable_namespace_list(namespaces: Any) -> list[str]:
@@ -105,6 +105,7 @@ class SupportIndex:
         self.state_code: dict[str, int] = {}
         self.sig_code: dict[tuple, int] = {}
         self.sig_keys: list[tuple] = []
+        self.sig_digests: list[str] = []  # signature_digest of each key (a store's search filter)
         self.seq = 0
         # per namespace: its positions (append-only: a key never changes namespace) and live
         # counts by lifecycle state, so a search of one namespace never scans the others
@@ -155,19 +156,12 @@ class SupportIndex:
             if e.alive:
                 key = (int(self.ns[p]), int(self.state[p]))
                 self._live[key] = self._live.get(key, 0) + 1
-            key = (
-                e.namespace,
-                e.policy_tags,
-                e.lifecycle_state,
-                tuple(sorted({(None if s.scope is None else
-                               (s.scope.subject, s.scope.valid_from, s.scope.valid_to))
-                              for s in e.superseded_in}, key=repr)),
-                (e.applicability.valid_from, e.applicability.valid_to),
-            )
+            key = signature_key(e)
             code = self.sig_code.get(key)
             if code is None:
                 code = self.sig_code[key] = len(self.sig_keys)
                 self.sig_keys.append(key)
+                self.sig_digests.append(signature_digest(key))
             self.sig[p] = code
         return born, died
 

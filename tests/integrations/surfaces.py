@@ -34,7 +34,7 @@ from urllib.parse import quote
 
 from memgate.contract.records import QueryContext
 from memgate.retriever.schema import RepeatedDetailError, SuppressedContentError, UnknownMemoryError
-from tests.retriever.store_helpers import KINDS, HashEncoder, make_retriever, make_store
+from tests.retriever.store_helpers import KINDS, HashEncoder, make_retriever, make_store, memory_args
 
 SURFACES = ("retriever", "memory", "langgraph", "http", "mcp")
 MAX_USERS = 2000  # principals the HTTP app has keys for
@@ -171,7 +171,7 @@ class MemorySurface(_OverMemory):
     def __init__(self, kind, path, encoder=None):
         super().__init__(kind, path, encoder)
         from memgate import Memory
-        self.m = Memory(path=self.path / "memory-store", store=kind, encoder=self.encoder, gate=None,
+        self.m = Memory(**memory_args(kind, self.path / "memory-store"), encoder=self.encoder, gate=None,
                         fsync=False)
 
     def add(self, user, text, *, memory_id=None, metadata=None, markers=None, allow_relearn=False):
@@ -215,7 +215,7 @@ class LangGraphSurface(Surface):
     def __init__(self, kind, path, encoder=None):
         super().__init__(kind, path, encoder)
         from memgate.integrations.langgraph_store import MemgateStore
-        self.s = MemgateStore(path=self.path / "lg-store", store=kind, encoder=self.encoder, gate=None,
+        self.s = MemgateStore(**memory_args(kind, self.path / "lg-store"), encoder=self.encoder, gate=None,
                               fsync=False)
 
     @staticmethod
@@ -269,7 +269,7 @@ class HttpSurface(_OverMemory):
 
         from memgate import Memory
         from memgate.integrations.http_server import create_app
-        self.m = Memory(path=self.path / "http-store", store=kind, encoder=self.encoder, gate=None, fsync=False)
+        self.m = Memory(**memory_args(kind, self.path / "http-store"), encoder=self.encoder, gate=None, fsync=False)
         keys = {f"key-{i:04d}-0123456789abcdef": f"u{i}" for i in range(MAX_USERS)}
         self.client = TestClient(create_app(self.m, keys, max_body_bytes=256 * 1024))
 
@@ -336,7 +336,7 @@ class McpSurface(_OverMemory):
     def __init__(self, kind, path, encoder=None):
         super().__init__(kind, path, encoder)
         from memgate import Memory
-        self.m = Memory(path=self.path / "mcp-store", store=kind, encoder=self.encoder, gate=None, fsync=False)
+        self.m = Memory(**memory_args(kind, self.path / "mcp-store"), encoder=self.encoder, gate=None, fsync=False)
         self._servers: dict[str, Any] = {}
         self._texts: dict[tuple, str] = {}
 

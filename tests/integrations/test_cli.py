@@ -139,3 +139,25 @@ def test_serve_cli_refuses_bad_setups(tmp_path, capsys):
     keys.write_text("[]")
     assert serve_cli.main(["http", "--store", str(tmp_path / "s"), "--api-keys", str(keys)]) == 2
     assert "mapping API keys" in capsys.readouterr().err
+
+
+def test_serve_cli_opens_a_postgres_store_and_says_what_store_means(tmp_path, capsys):
+    from memgate.retriever.pg_store import PostgresStore
+    from tests import pg_test_server
+
+    keys = tmp_path / "keys.json"
+    keys.write_text(json.dumps({"k" * 20: "alice"}))
+    assert serve_cli.main(["http", "--api-keys", str(keys)]) == 2  # the embedded store needs --store
+    assert "--store DIR is required with --backend embedded" in capsys.readouterr().err
+    bad = "postgresql://someone:pw-not-shown@/postgres?host=" + str(tmp_path / "no-server")
+    assert serve_cli.main(["http", "--backend", "postgres", "--url", bad, "--api-keys", str(keys)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("memgate serve http: the PostgreSQL store at") and "pw-not-shown" not in err
+    args = serve_cli.build_parser().parse_args(
+        ["mcp", "--backend", "postgres", "--url", pg_test_server.url(), "--schema", pg_test_server.schema_for(tmp_path),
+         "--store", str(tmp_path / "audit"), "--principal", "alice", "--gate", "none"])
+    with serve_cli.open_memory(args) as memory:  # --store: the folder of the audit log
+        assert isinstance(memory.store, PostgresStore) and memory.store.schema == pg_test_server.schema_for(tmp_path)
+        memory.add("served from PostgreSQL", user_id="alice")
+        assert memory.store.audit.path == tmp_path / "audit" / "audit.jsonl"
+    assert (tmp_path / "audit" / "audit.jsonl").read_text().count('"stored"') == 1

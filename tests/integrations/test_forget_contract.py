@@ -16,7 +16,7 @@ from memgate.integrations.transfer import export_store, import_store
 from memgate.model.encoder import text_hash
 from memgate.retriever.schema import RepeatedDetailError
 from tests.integrations.surfaces import PAIRS, Refused, open_surface, pair_ids, pairs
-from tests.retriever.store_helpers import KINDS, HashEncoder
+from tests.retriever.store_helpers import KINDS, HashEncoder, memory_args
 
 DETAIL = "My locker code is 4417."
 # the audit's bypasses: underscores, a zero-width space, a soft hyphen, a Cyrillic o, Arabic-Indic
@@ -114,7 +114,7 @@ def test_ids_a_surface_accepts_can_be_read_and_forgotten_there(surface):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_memory_add_refuses_an_empty_id_instead_of_replacing_it(tmp_path, kind):
-    with Memory(path=tmp_path / "m", store=kind, encoder=HashEncoder(), gate=None, fsync=False) as m:
+    with Memory(**memory_args(kind, tmp_path / "m"), encoder=HashEncoder(), gate=None, fsync=False) as m:
         for bad in ("", "a/b"):
             with pytest.raises(ValueError, match="field 'memory_id'"):
                 m.add("A note.", user_id="alice", memory_id=bad)
@@ -125,7 +125,7 @@ def test_memory_add_refuses_an_empty_id_instead_of_replacing_it(tmp_path, kind):
 def test_langgraph_suppresses_the_values_content_not_its_serialisation(tmp_path, kind):
     from memgate.integrations.langgraph_store import MemgateStore
     from memgate.retriever.schema import SuppressedContentError
-    with MemgateStore(path=tmp_path / "lg", store=kind, encoder=HashEncoder(), gate=None, fsync=False) as s:
+    with MemgateStore(**memory_args(kind, tmp_path / "lg"), encoder=HashEncoder(), gate=None, fsync=False) as s:
         ns = ("users", "alice")
         s.put(ns, "phone", {"text": "My phone number is 555-0199.", "ts": "2024-06-01T10:00:00"})
         s.delete(ns, "phone")
@@ -144,7 +144,7 @@ def test_langgraph_suppresses_the_values_content_not_its_serialisation(tmp_path,
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_export_and_import_carry_the_suppression_list(tmp_path, kind):
-    with Memory(path=tmp_path / "src", store=kind, encoder=HashEncoder(), gate=None, fsync=False) as m:
+    with Memory(**memory_args(kind, tmp_path / "src"), encoder=HashEncoder(), gate=None, fsync=False) as m:
         mid = m.add(DETAIL, user_id="alice", markers=["4417"])["id"]
         m.add("Bob's locker code is 4417.", user_id="bob")
         m.delete(mid, user_id="alice")
@@ -158,7 +158,7 @@ def test_export_and_import_carry_the_suppression_list(tmp_path, kind):
     readable = json.dumps([{f: v for f, v in e.items() if f not in hex_fields} for e in listed["entries"]])
     assert "4417" not in readable and "locker" not in dumped
     for target_kind in KINDS:  # the list survives a move to either backend
-        with Memory(path=tmp_path / f"dst-{target_kind}", store=target_kind, encoder=HashEncoder(),
+        with Memory(**memory_args(target_kind, tmp_path / f"dst-{target_kind}"), encoder=HashEncoder(),
                     gate=None, fsync=False) as m:
             import_store(m.store, tmp_path / "export")
             for text in (DETAIL, "locker code X4417", "my l\u043ecker code is 4417"):

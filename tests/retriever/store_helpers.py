@@ -1,4 +1,5 @@
-"""Shared by the reliability tests: a deterministic hash encoder and both stores, empty."""
+"""Shared by the reliability tests: a deterministic hash encoder and every store kind, empty
+(``postgres``: a schema of its own on the session's one PostgreSQL server)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,15 @@ import itertools
 import numpy as np
 
 from memgate.retriever import EmbeddedStore, GatedRetriever, RetrieverConfig
+from memgate.retriever.audit import AuditLog
+from memgate.retriever.pg_store import PostgresStore
 from memgate.retriever.qdrant_store import QdrantStore
+from tests import pg_test_server
 
 DIM = 16
 IDENT = {"id": "fake-hash-encoder", "revision": "1", "normalize": True, "dim": DIM}
 ACL = {"alice": {"alice"}, "bob": {"bob"}, "team": {"alice", "bob"}}
-KINDS = ("embedded", "qdrant")
+KINDS = ("embedded", "qdrant", "postgres")
 
 
 def vec(text: str) -> np.ndarray:
@@ -40,12 +44,26 @@ def fixed_clock():
     return now
 
 
-def make_store(kind: str, tmp_path, name: str = "store", audit=None):
+def make_store(kind: str, tmp_path, name: str = "store", audit=None, identity=IDENT):
     if kind == "embedded":
-        return EmbeddedStore(tmp_path / f"{name}-emb", IDENT, audit=audit, fsync=False, clock=fixed_clock())
-    return QdrantStore("mem", IDENT, path=tmp_path / f"{name}-qd", audit=audit, clock=fixed_clock())
+        return EmbeddedStore(tmp_path / f"{name}-emb", identity, audit=audit, fsync=False, clock=fixed_clock())
+    if kind == "postgres":  # no folder of its own: audit=True puts the log beside the others'
+        if audit is True:
+            audit = AuditLog(tmp_path / f"{name}-pg" / "audit.jsonl")
+        return PostgresStore(pg_test_server.url(), identity, schema=pg_test_server.schema_for(tmp_path / name),
+                             audit=audit, clock=fixed_clock())
+    return QdrantStore("mem", identity, path=tmp_path / f"{name}-qd", audit=audit, clock=fixed_clock())
 
 
 def make_retriever(store, **config) -> GatedRetriever:
     config.setdefault("acl", ACL)
     return GatedRetriever(store, HashEncoder(), config=RetrieverConfig(**config))
+
+
+def memory_args(kind: str, path) -> dict:
+    """``memgate.Memory`` / ``MemgateStore`` arguments for a new store of ``kind`` "at" ``path``
+    (postgres: the session server, a schema of its own, the audit log in ``path``)."""
+    if kind == "postgres":
+        return {"path": path, "store": kind, "url": pg_test_server.url(),
+                "collection": pg_test_server.schema_for(path)}
+    return {"path": path, "store": kind}

@@ -1,5 +1,5 @@
 """The fault suite (issue 18), small counts inside ``make test``: kill -9 at random moments on
-both stores and two-process CAS races (benchmarks/fault_suite.py; its CLI runs the long loops
+every store kind and two-process CAS races (benchmarks/fault_suite.py; its CLI runs the long loops
 docs/reliability.md reports), and Qdrant's journaled writes: a batch torn mid-way is completed
 on the next open, never left half applied. Issue 34's file faults (benchmarks/fault_disk.py): a
 real full disk (a small tmpfs in a user + mount namespace) on both stores, SQLite's own
@@ -15,6 +15,7 @@ from benchmarks.fault_suite import Zygote, cas_races, kill_loop, late_open
 from memgate.retriever import EmbeddedStore, Memory
 from memgate.retriever.qdrant_store import QdrantStore
 from memgate.retriever.schema import DamagedStoreError, StoreFullError
+from tests import pg_test_server
 from tests.retriever.store_helpers import IDENT, KINDS, vec
 
 KILLS = 10
@@ -23,6 +24,8 @@ RACES = 3
 
 @pytest.fixture(scope="module")
 def zygote():
+    if "postgres" in KINDS:
+        pg_test_server.url()  # (started first: the writers find it through the environment)
     with Zygote() as z:
         yield z
 

@@ -15,6 +15,7 @@ from memgate.contract.records import QueryContext
 from memgate.contract.text_normal import normal_tokens
 from memgate.retriever import AuditLog, Memory, SuppressedContentError
 from memgate.retriever.suppression import entries_for, matching
+from tests import pg_test_server
 from tests.retriever.store_helpers import IDENT, KINDS, make_retriever, make_store, vec
 
 SECRET = "Alice likes green tea with two sugars."
@@ -171,6 +172,8 @@ def test_no_read_path_or_file_returns_the_forgotten_detail(tmp_path, kind):
     clean(list(store.audit.events()))
     store.close()
     files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    if kind == "postgres":  # the store's tables, indexes and TOAST in the server's data folder
+        files += pg_test_server.relation_files(store.schema)
     assert files
     for path in files:  # the store's database / points, vectors, journal, audit log
         data = path.read_bytes()

@@ -31,7 +31,9 @@ from memgate.retriever import (
     Supersedes,
     UnknownMemoryError,
 )
+from memgate.retriever.pg_store import PostgresStore  # noqa: E402
 from memgate.retriever.qdrant_store import VECTOR_NAME, QdrantStore  # noqa: E402
+from tests.retriever.store_helpers import KINDS, make_store  # noqa: E402
 
 DIM = 16
 IDENT = {"id": "fake-hash-encoder", "revision": "1", "normalize": True, "dim": DIM}
@@ -268,13 +270,14 @@ def test_reopened_store_rebuilds_the_index_and_excludes_by_id(tmp_path):
 
 
 def store_pair(tmp_path):
-    """Both stores, empty, keyed by name (parametrised tests run each one)."""
+    """Every store kind, empty, keyed by name (parametrised tests run each one)."""
     return {"embedded": EmbeddedStore(tmp_path / "emb", IDENT, audit=None, fsync=False,
                                       clock=fixed_clock()),
-            "qdrant": QdrantStore("mem", IDENT, location=":memory:", clock=fixed_clock())}
+            "qdrant": QdrantStore("mem", IDENT, location=":memory:", clock=fixed_clock()),
+            "postgres": make_store("postgres", tmp_path)}
 
 
-@pytest.mark.parametrize("kind", ["embedded", "qdrant"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_search_filters_before_truncation(tmp_path, kind):
     """The top of the unfiltered ranking is all other namespaces (and excluded states): the
     filtered search still returns k records from the readable part."""
@@ -322,7 +325,7 @@ def test_search_filters_before_truncation(tmp_path, kind):
         s.close()
 
 
-@pytest.mark.parametrize("kind", ["embedded", "qdrant"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_no_public_store_call_bypasses_the_namespace_filter(tmp_path, kind):
     stores = store_pair(tmp_path)
     store = stores[kind]
@@ -354,9 +357,9 @@ def test_no_public_store_call_bypasses_the_namespace_filter(tmp_path, kind):
         "flush_outbox", "namespace_of", "ids", "close", "restore_many",  # restore_many: store import
         # pre-checks of one record's own namespace before embedding; export: the store's owner
         "check_suppressed", "check_forget_directive", "export_suppression"}
-    extra = {"verify"}
+    extra = {"verify"} | ({"compact"} if kind == "postgres" else set())  # compact: VACUUM FULL
     attrs = {"encoder_identity", "dim", "audit", "clock", "path", "fsync", "collection", "client",
-             "local"}
+             "local", "schema", "where", "filters_signatures", "vacuum_on_forget"}
     public = {n for n in dir(store) if not n.startswith("_")} - attrs
     assert public == filtered | by_id_or_admin | extra, sorted(public ^ (filtered | by_id_or_admin | extra))
     for s in stores.values():
@@ -369,6 +372,7 @@ def test_both_stores_share_one_implementation_of_record_semantics():
                  "check_encoder", "_flag_derived", "_cas", "_check_vector"):
         assert getattr(EmbeddedStore, name) is getattr(RecordSemantics, name), name
         assert getattr(QdrantStore, name) is getattr(RecordSemantics, name), name
+        assert getattr(PostgresStore, name) is getattr(RecordSemantics, name), name
 
 
 def test_identical_gated_rankings_exact_mode(tmp_path):

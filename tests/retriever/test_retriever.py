@@ -178,7 +178,7 @@ def test_namespace_restriction_cannot_be_bypassed(tmp_path, encoder):
     # Every public method of the retriever is covered above (a new one must be added here).
     # (gate, gate_version, drop_threshold, warm_up: the gate and the encoder's model, no records)
     covered = {"retrieve", "readable_namespaces", "report_exposed", "report_answer", "add",
-               "update", "correct", "retire", "mark_reviewed", "forget", "open",
+               "update", "correct", "retire", "mark_reviewed", "forget", "open", "open_postgres",
                "precomputed_bytes", "route", "close", "add_many", "gate", "gate_version",
                "drop_threshold", "warm_up", "history"}
     public = {n for n, _ in inspect.getmembers(GatedRetriever) if not n.startswith("_")}
