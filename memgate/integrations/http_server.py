@@ -111,7 +111,7 @@ class SearchRequest(_Strict):
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
     filters: Optional[dict[str, Any]] = None
     limit: int = Field(default=10, ge=1, le=MAX_LIMIT)
-    intent: Literal["current_state", "history", "unknown"] = "unknown"
+    intent: Literal["current_state", "history", "unknown"] = "current_state"
     purpose: Optional[str] = None
     time: Optional[str] = None
     subject: Optional[str] = None
@@ -311,9 +311,7 @@ def create_app(memory: Any, api_keys: Mapping[str, str], *, max_body_bytes: int 
         warm.wait()
         args = body.model_dump()
         query = args.pop("query")
-        hits = memory.search(query, user_id=who, **args)
-        return {"query_id": hits.query_id, "route": hits.route, "excluded": hits.excluded,
-                "results": list(hits)}
+        return dict(memory.search(query, user_id=who, **args))
 
     @app.get("/memories/{memory_id}")
     def get(memory_id: str, who: str = Depends(principal)) -> dict:

@@ -37,6 +37,9 @@ INSTRUCTIONS = (
     "a memory for good when the user asks; memory_history shows a memory's audit trail.")
 
 
+RESULT_FIELDS = ("id", "memory", "kind", "metadata", "score", "action", "lifecycle", "created_at")
+
+
 def create_mcp_server(memory: Any, principal: str, *, name: str = "memgate",
                       warmup: Optional[Warmup] = None) -> MCPServer:
     """The MCP server over ``memory`` (a :class:`memgate.Memory`) for one ``principal``;
@@ -65,14 +68,15 @@ def create_mcp_server(memory: Any, principal: str, *, name: str = "memgate",
 
     @server.tool(structured_output=True)
     def search_memory(query: str, limit: int = 5, filters: Optional[dict[str, Any]] = None,
-                      intent: str = "unknown") -> dict[str, Any]:
-        """The user's memories most relevant to ``query``, best first, each with an allowed
-        action. ``intent``: current_state, history or unknown; ``filters``: metadata filters."""
+                      intent: str = "current_state") -> dict[str, Any]:
+        """The user's memories most relevant to ``query``, best first, each with its ``kind``
+        and an allowed action; ``forgotten_relevant`` is true when the user asked to forget
+        something relevant (the forgotten detail itself is gone). ``intent``: current_state
+        (default), history or unknown; ``filters``: metadata filters."""
         def run():
             hits = memory.search(query, user_id=user, limit=limit, filters=filters, intent=intent)
-            return {"query_id": hits.query_id, "results": [
-                {k: h[k] for k in ("id", "memory", "metadata", "score", "action", "lifecycle",
-                                   "created_at")} for h in hits]}
+            return {"query_id": hits["query_id"], "forgotten_relevant": hits["forgotten_relevant"],
+                    "results": [{k: h[k] for k in RESULT_FIELDS} for h in hits["results"]]}
         return guarded(run)
 
     @server.tool(structured_output=True)

@@ -78,6 +78,7 @@ class RetrievalResult:
     policy_version: str
     action_policy_version: Optional[str]
     timings_ms: dict
+    set_apart: tuple = ()  # ids of set-apart candidates that ranked within the top k (not returned)
 
     @property
     def ids(self) -> list[str]:

@@ -405,6 +405,7 @@ class Memory:
             "evidence_strength": self.evidence_strength,
             "forbids": list(self.forbids),
             "conflicts_with": list(self.conflicts_with),
+            "provenance": self.provenance,
         }
 
     def metadata(self) -> dict:

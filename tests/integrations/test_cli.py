@@ -57,8 +57,11 @@ def test_store_verbs(tmp_path, capsys):
     assert code == 0 and "no integrity problems" in out and "E <= R <= W holds" in out
     code, _, err = run(capsys, "add", "x", "--user", "alice", "--store", s, "--metadata", "{bad")
     assert code == 2  # argparse: not valid JSON
-    # through the memgate console script: the forget directive is what alice has left
-    assert memgate_main(["store", "list", "--store", s, "--user", "alice"]) == 0
+    # through the memgate console script: the forget directive is what alice has left, and it
+    # is listed on its own (list shows memories only)
+    assert memgate_main(["store", "list", "--store", s, "--user", "alice"]) == 1
+    capsys.readouterr()
+    assert memgate_main(["store", "list", "--store", s, "--user", "alice", "--directives"]) == 0
     assert "asked me to forget" in capsys.readouterr().out
 
 
@@ -85,7 +88,7 @@ def test_export_import_round_trip_embedded_and_qdrant(tmp_path, capsys):
         finally:
             store.close()
         with Memory(path=dest, store=backend, fsync=False) as m:
-            hits = m.search("what do I eat?", user_id="alice")
+            hits = m.search("what do I eat?", user_id="alice")["results"]
             assert hits[0]["id"] == a and forgotten not in [h["id"] for h in hits]
             events = [e["event"] for e in m.history(forgotten, user_id="alice")]
             assert events[0] == "stored" and "forgotten" in events  # the trail came along
