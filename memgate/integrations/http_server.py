@@ -78,7 +78,7 @@ class _Strict(BaseModel):
 
 
 class RecordFields(_Strict):
-    """Optional record fields (memgate.retriever.Memory); anything else is refused."""
+    """Optional record fields (memgate.retriever.StoredMemory); anything else is refused."""
 
     policy_tags: Optional[list[str]] = None
     observed_at: Optional[str] = None

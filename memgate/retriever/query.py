@@ -18,7 +18,7 @@ from memgate.retriever.config import actions_module as _actions
 from memgate.retriever.exclusion import _A_NONE, _Verdicts
 from memgate.retriever.ranking import _Ranking
 from memgate.retriever.results import RetrievalResult, RetrievedItem
-from memgate.retriever.schema import Memory
+from memgate.retriever.schema import StoredMemory
 
 
 class _Stopwatch:
@@ -140,7 +140,7 @@ class QueryPath:
         """Fetch the records of the final ranking only (text, action attributes)."""
         idx = self._index
         final = ranking.final.tolist()
-        records: dict[tuple, Memory] = {}
+        records: dict[tuple, StoredMemory] = {}
         for namespace in sorted({idx.namespaces[p] for p in final}):  # ids are scoped per namespace
             got = self.store.get_many([idx.ids[p] for p in final if idx.namespaces[p] == namespace],
                                       namespace=namespace)

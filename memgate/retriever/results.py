@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from memgate.retriever.schema import Memory
+from memgate.retriever.schema import StoredMemory
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ class RetrievedItem:
     review_reasons: tuple
     action: Optional[str]
     action_binding: tuple
-    memory: Memory
+    memory: StoredMemory
 
     def to_dict(self) -> dict:
         return {
