@@ -97,7 +97,7 @@ def check_store_exists(args: argparse.Namespace) -> None:
     refused before anything is created there."""
     if args.verb in CREATING or args.store is None or (args.backend == "qdrant" and args.url):
         return
-    marker = args.store / (DB_FILE if args.backend == "embedded" else "memgate.lock")
+    marker = args.store / {"embedded": DB_FILE, "postgres": "audit.jsonl"}.get(args.backend, "memgate.lock")
     if not marker.is_file():
         raise ValueError(f"--store {args.store}: no {args.backend} memgate store there (only add "
                          f"and import create one; check the path)")
@@ -147,7 +147,7 @@ def _run(args: argparse.Namespace) -> int:
                 return 0 if hits["results"] else 1
             elif args.verb == "list":
                 if args.user is None:
-                    users = {ns[len(USER_PREFIX):]: len(m.catalog.ids([ns]))
+                    users = {ns[len(USER_PREFIX):]: len(m.catalog.ids([ns], directives=False))
                              for ns in m.catalog.namespaces() if ns.startswith(USER_PREFIX)}
                     _print(args, users, "\n".join(f"{u}\t{n}" for u, n in sorted(users.items())))
                     return 0 if users else 1

@@ -164,3 +164,22 @@ def test_serve_cli_opens_a_postgres_store_and_says_what_store_means(tmp_path, ca
         memory.add("served from PostgreSQL", user_id="alice")
         assert memory.store.audit.path == tmp_path / "audit" / "audit.jsonl"
     assert (tmp_path / "audit" / "audit.jsonl").read_text().count('"stored"') == 1
+
+
+def test_store_verbs_on_postgres_with_an_audit_folder(tmp_path, capsys):
+    """docs/integrations.md section 6: import into PostgreSQL with --store AUDIT_DIR, then search
+    and verify with the same --store (the existence check looked for an embedded store's lock
+    file there and refused every verb after the import)."""
+    from tests import pg_test_server
+
+    src = tmp_path / "src"
+    _populated(src)
+    assert run(capsys, "export", "--store", str(src), "--out", str(tmp_path / "export"))[0] == 0
+    pg = ["--backend", "postgres", "--url", pg_test_server.url(), "--collection", pg_test_server.schema_for(tmp_path),
+          "--store", str(tmp_path / "pgaudit")]
+    assert run(capsys, "import", "--from", str(tmp_path / "export"), *pg)[0] == 0
+    code, out, err = run(capsys, "search", "what do I eat?", "--user", "alice", *pg, "--limit", "1")
+    assert code == 0 and "vegetarian" in out, err
+    assert run(capsys, "verify", *pg)[0] == 0
+    code, _, err = run(capsys, "list", *pg[:-1], str(tmp_path / "pgaudt"))  # a mistyped folder
+    assert code == 2 and "no postgres memgate store there" in err
