@@ -212,7 +212,7 @@ def store_search(B: np.ndarray, Q: np.ndarray, gt: np.ndarray) -> dict:
     returns; recall against the exact ranking."""
     import torch
 
-    from memgate.retriever import EmbeddedStore, Memory
+    from memgate.retriever import EmbeddedStore, StoredMemory
     from memgate.retriever.ann import DEFAULT_THRESHOLD
 
     torch.set_num_threads(2)
@@ -223,7 +223,7 @@ def store_search(B: np.ndarray, Q: np.ndarray, gt: np.ndarray) -> dict:
         t = time.perf_counter()
         for start in range(0, len(B), 20_000):
             chunk = range(start, min(len(B), start + 20_000))
-            store.add_many([Memory(f"m{i:07d}", "ns", "x") for i in chunk], B[chunk.start:chunk.stop], encoder=ident)
+            store.add_many([StoredMemory(f"m{i:07d}", "ns", "x") for i in chunk], B[chunk.start:chunk.stop], encoder=ident)
         out["write_s"] = time.perf_counter() - t
         t = time.perf_counter()
         store.search(Q[0], ["ns"], TOP, exact=False)

@@ -88,13 +88,13 @@ def _timed(fn, *args, **kwargs) -> float:
 
 
 def _load(store, vectors: np.ndarray) -> float:
-    from memgate.retriever import Memory
+    from memgate.retriever import StoredMemory
 
     n = len(vectors)
     t = time.perf_counter()
     for start in range(0, n, 1000):
         ids = range(start, min(n, start + 1000))
-        store.add_many([Memory(f"m{i:06d}", NAMESPACES[i % len(NAMESPACES)], f"memory number {i}")
+        store.add_many([StoredMemory(f"m{i:06d}", NAMESPACES[i % len(NAMESPACES)], f"memory number {i}")
                         for i in ids], vectors[start:start + len(ids)], encoder=IDENT)
     return time.perf_counter() - t
 
@@ -164,7 +164,7 @@ def run(n: int = 100_000, repeats: int = 100, forgets: int = 30, seed: int = 0,
     import torch
 
     torch.set_num_threads(2)
-    from memgate.retriever import Memory
+    from memgate.retriever import StoredMemory
     from memgate.retriever.pg_schema import POSTGRES_FORMAT
     from memgate.retriever.pg_store import PostgresStore
     from memgate.retriever.store import STORE_FORMAT
@@ -195,7 +195,7 @@ def run(n: int = 100_000, repeats: int = 100, forgets: int = 30, seed: int = 0,
         for i in range(repeats):
             v = rng.normal(size=DIM).astype(np.float32)
             for name, store in (("embedded", emb), ("postgres", pg)):
-                lat[f"{name}_add"].append(_timed(store.add, Memory(f"{run_id}-{i}", run_id, f"bench note {i} of {run_id}."),
+                lat[f"{name}_add"].append(_timed(store.add, StoredMemory(f"{run_id}-{i}", run_id, f"bench note {i} of {run_id}."),
                                                  v, encoder=IDENT))
                 lat[f"{name}_search_exact"].append(_timed(store.search, queries[i], READABLE, K))
                 lat[f"{name}_search_approx"].append(_timed(store.search, queries[i], READABLE, K, exact=False))
@@ -204,7 +204,7 @@ def run(n: int = 100_000, repeats: int = 100, forgets: int = 30, seed: int = 0,
             recall.append(len(exact & approx) / K)
             seen = other.version()
             lat["refresh_idle"].append(_timed(other.version))
-            pg.add(Memory(f"{run_id}-w{i}", run_id, f"another process's note {i}"), v, encoder=IDENT)
+            pg.add(StoredMemory(f"{run_id}-w{i}", run_id, f"another process's note {i}"), v, encoder=IDENT)
             t = time.perf_counter()
             if other.version() != seen:
                 other.changes_since(seen)
@@ -215,11 +215,11 @@ def run(n: int = 100_000, repeats: int = 100, forgets: int = 30, seed: int = 0,
             erased.append((f"bench note {i} of {run_id}.".encode(),
                            pg.vectors_for([mid], namespace=run_id)[mid].astype("<f4").tobytes()))
             for name, store in (("embedded", emb), ("postgres", pg)):
-                directive = Memory(f"{run_id}-{i}-f", run_id, "forget that note")
+                directive = StoredMemory(f"{run_id}-{i}-f", run_id, "forget that note")
                 lat[f"{name}_forget"].append(_timed(store.forget, f"{run_id}-{i}", directive,
                                                     rng.normal(size=DIM), encoder=IDENT))
             pg.vacuum_on_forget = False
-            directive = Memory(f"{run_id}-w{i}-f", run_id, "forget that note")
+            directive = StoredMemory(f"{run_id}-w{i}-f", run_id, "forget that note")
             lat["postgres_forget_no_vacuum"].append(_timed(pg.forget, f"{run_id}-w{i}", directive,
                                                            rng.normal(size=DIM), encoder=IDENT))
             pg.vacuum_on_forget = True

@@ -58,7 +58,7 @@ def run(n: int = 100_000, repeats: int = 20, namespaces: int = 4, readable: int 
     torch.set_num_threads(threads)
     from memgate.model.gate import MemGate, MemGateConfig
     from memgate.model.scoring import FusedGateScorer
-    from memgate.retriever import EmbeddedStore, Memory
+    from memgate.retriever import EmbeddedStore, StoredMemory
     from memgate.retriever.qdrant_store import QdrantStore
 
     ident = {"id": "bench-random", "revision": "1", "normalize": True, "dim": DIM}
@@ -68,7 +68,7 @@ def run(n: int = 100_000, repeats: int = 20, namespaces: int = 4, readable: int 
     ns_names = [f"ns{i}" for i in range(namespaces)]
     ns_of = np.arange(n) % namespaces
     read = ns_names[:readable]
-    mems = [Memory(f"m{i:07d}", ns_names[ns_of[i]], f"memory {i}") for i in range(n)]
+    mems = [StoredMemory(f"m{i:07d}", ns_names[ns_of[i]], f"memory {i}") for i in range(n)]
 
     tmp = tempfile.TemporaryDirectory()
     t0 = time.perf_counter()

@@ -233,7 +233,7 @@ def run_e2e(n: int = 100_000, dim: int = 384, repeats: int = 30, threads: int = 
 
     from memgate.contract.admissibility import SupersessionScope
     from memgate.contract.records import QueryContext
-    from memgate.retriever import EmbeddedStore, GatedRetriever, Memory, RetrieverConfig, Supersedes
+    from memgate.retriever import EmbeddedStore, GatedRetriever, RetrieverConfig, StoredMemory, Supersedes
 
     _limit_threads(threads)
     rng = np.random.default_rng(seed + 1)
@@ -250,7 +250,7 @@ def run_e2e(n: int = 100_000, dim: int = 384, repeats: int = 30, threads: int = 
             sup = ()
             if r == 1 and i >= 20:  # every 20th record supersedes an older one from a date on
                 sup = (Supersedes(f"m{i - 20:06d}", SupersessionScope(valid_from="2024-05-01")),)
-            memories.append(Memory(f"m{i:06d}", "user", f"memory {i}", policy_tags=tags,
+            memories.append(StoredMemory(f"m{i:06d}", "user", f"memory {i}", policy_tags=tags,
                                    supersedes=sup, evidence_strength=0.9, risk="low",
                                    epistemic_status="verified", source_type="source_document"))
         store.add_many(memories, vectors, encoder=ident)

@@ -87,7 +87,7 @@ hits = m.search("where did I park?", user_id="alice")
 t_first = time.perf_counter() - t0
 print(json.dumps({"import_s": t_import, "open_s": t_open - t_import, "first_add_s": t_add - t_open,
                   "first_search_s": t_first - t_add, "first_add_search_s": t_first,
-                  "top": hits[0]["memory"]}))
+                  "top": hits["results"][0]["memory"]}))
 """
 
 PROBE_WARM = """

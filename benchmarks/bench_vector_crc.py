@@ -47,7 +47,7 @@ class GivenQueries:
 
 
 def build(path: Path, n: int, seed: int = 0):
-    from memgate.retriever import EmbeddedStore, Memory
+    from memgate.retriever import EmbeddedStore, StoredMemory
 
     ident = identity()
     store = EmbeddedStore(path, ident, fsync=False)
@@ -56,7 +56,7 @@ def build(path: Path, n: int, seed: int = 0):
         size = min(5000, n - start)
         v = rng.normal(size=(size, DIM)).astype(np.float32)
         v /= np.linalg.norm(v, axis=1, keepdims=True)
-        store.add_many([Memory(f"m{start + i}", "ns", f"record {start + i}") for i in range(size)], v,
+        store.add_many([StoredMemory(f"m{start + i}", "ns", f"record {start + i}") for i in range(size)], v,
                        encoder=ident)
     return store
 

@@ -62,7 +62,7 @@ def _snapshot(store, keys) -> dict:
 def disk_full_child(kind: str, mount: str, result: str, seed: int, size_kib: int, errors: int) -> None:
     """The job (in a zygote child): see the module docstring; writes its findings to ``result``."""
     from benchmarks.fault_suite import IDENT, NAMESPACES, vec
-    from memgate.retriever import EmbeddedStore, Memory
+    from memgate.retriever import EmbeddedStore, StoredMemory
     from memgate.retriever.qdrant_store import QdrantStore
     from memgate.retriever.schema import StoreFullError
 
@@ -81,11 +81,11 @@ def disk_full_child(kind: str, mount: str, result: str, seed: int, size_kib: int
     live: list = []
     n = 0
 
-    def fresh(ns: str) -> Memory:
+    def fresh(ns: str) -> StoredMemory:
         nonlocal n
         n += 1
         words = " ".join(rng.choice(("tea", "train", "dentist", "lisbon", "june", "note")) for _ in range(40))
-        return Memory(f"d{seed}-{n}", ns, f"d{seed}-{n} {words}")
+        return StoredMemory(f"d{seed}-{n}", ns, f"d{seed}-{n} {words}")
 
     journaled: list = []  # keys of refused writes a Qdrant journal completes later
     expected: list = []  # (key, revision before) each journaled write must have moved on
@@ -123,7 +123,7 @@ def disk_full_child(kind: str, mount: str, result: str, seed: int, size_kib: int
                     store.correct(mid, current.revision, text, vec(text), encoder=IDENT, namespace=ns)
                 else:
                     text = f"forget request {rng.randint(0, 10**6)}"
-                    store.forget(mid, Memory(f"{mid}-f", ns, text), vec(text), encoder=IDENT)
+                    store.forget(mid, StoredMemory(f"{mid}-f", ns, text), vec(text), encoder=IDENT)
             except StoreFullError as exc:
                 refused(exc, keys, before, op)
                 if "journal" in str(exc):
@@ -223,12 +223,12 @@ def disk_full(kind: str, root: Path, seed: int, zygote, size_kib: int = DISK_KIB
 def damaged_vector_file(root: Path) -> dict:
     """The three damage cases on an embedded store; returns what each call answered."""
     from benchmarks.fault_suite import IDENT, vec
-    from memgate.retriever import EmbeddedStore, Memory
+    from memgate.retriever import EmbeddedStore, StoredMemory
     from memgate.retriever.schema import DamagedStoreError
 
     def fresh(name: str) -> tuple[EmbeddedStore, list]:
         store = EmbeddedStore(root / name, IDENT, fsync=False)
-        mems = [Memory(f"m{i}", "alice", f"note number {i}") for i in range(6)]
+        mems = [StoredMemory(f"m{i}", "alice", f"note number {i}") for i in range(6)]
         store.add_many(mems, np.stack([vec(m.text) for m in mems]), encoder=IDENT)
         return store, mems
 

@@ -80,7 +80,7 @@ def _state(memory) -> dict:
 
 def _writer(kind: str, path: str, seed: int, log_path: str) -> None:
     """Random writes until killed; one JSON line before ("begin") and after ("ack") each."""
-    from memgate.retriever import Memory
+    from memgate.retriever import StoredMemory
 
     store = open_store(kind, Path(path))
     rng = random.Random(seed)
@@ -89,14 +89,14 @@ def _writer(kind: str, path: str, seed: int, log_path: str) -> None:
             if e.alive and e.lifecycle_state == "current"]
     n = 0
 
-    def fresh(ns: str) -> "Memory":
+    def fresh(ns: str) -> "StoredMemory":
         nonlocal n
         n += 1
         mid = f"s{seed}-{n}"
         words = " ".join(rng.choice(("tea", "train", "dentist", "lisbon", "june", "note", "code"))
                          for _ in range(rng.randint(3, 12)))
         marker = f"zq{seed}x{n}"
-        return Memory(mid, ns, f"{mid} {words} {marker}", markers=(marker,) if n % 2 else ())
+        return StoredMemory(mid, ns, f"{mid} {words} {marker}", markers=(marker,) if n % 2 else ())
 
     while True:
         op = rng.choices(("add", "add_many", "update", "correct", "forget"), (3, 3, 2, 2, 2))[0]
@@ -123,7 +123,7 @@ def _writer(kind: str, path: str, seed: int, log_path: str) -> None:
                 store.correct(mid, current.revision, text, vec(text), encoder=IDENT, namespace=ns)
             else:
                 text = f"forget request {rng.randint(0, 10**6)}"
-                directive = Memory(f"{mid}-f", ns, text)
+                directive = StoredMemory(f"{mid}-f", ns, text)
                 post = [{"key": [ns, mid], "text": None, "revision": current.revision + 1, "state": "forgotten"},
                         {"key": [ns, f"{mid}-f"], "text": text, "revision": 1, "state": "current"}]
                 log.write(json.dumps({"begin": op, "post": post}) + "\n")
@@ -366,7 +366,7 @@ def kill_loop(kind: str, root: Path, kills: int, seed: int = 0, zygote: Optional
 
 def cas_races(kind: str, root: Path, races: int, zygote: Optional[Zygote] = None) -> dict:
     """``races`` two-process CAS races on one record; returns the figures (module doc)."""
-    from memgate.retriever import Memory
+    from memgate.retriever import StoredMemory
 
     root.mkdir(parents=True, exist_ok=True)
     own = zygote is None
@@ -376,7 +376,7 @@ def cas_races(kind: str, root: Path, races: int, zygote: Optional[Zygote] = None
         for i in range(races):
             path = root / f"{kind}-race-{i}"
             store = open_store(kind, path)
-            store.add(Memory("m", "alice", "race target"), vec("race target"), encoder=IDENT)
+            store.add(StoredMemory("m", "alice", "race target"), vec("race target"), encoder=IDENT)
             store.close()
             go, log = root / f"{kind}-go-{i}", root / f"{kind}-race-{i}.jsonl"
             pids = [z.start(job="racer", kind=kind, path=str(path), name=name, go=str(go), log=str(log))
@@ -406,14 +406,14 @@ def late_open(root: Path, zygote: Zygote) -> str:
     """A Qdrant local store written and closed by this process while another process opens it
     (paused inside qdrant-client's open); returns the other's CAS outcome ('stale' is right:
     'won' means it read the points from before this process's write)."""
-    from memgate.retriever import Memory
+    from memgate.retriever import StoredMemory
     from memgate.retriever.qdrant_store import QdrantStore
 
     root.mkdir(parents=True, exist_ok=True)
     flags, log = root / "flags", root / "late.jsonl"
     flags.mkdir()
     store = QdrantStore("mem", IDENT, path=root / "qd")
-    store.add(Memory("m", "alice", "race target"), vec("race target"), encoder=IDENT)
+    store.add(StoredMemory("m", "alice", "race target"), vec("race target"), encoder=IDENT)
     pid = zygote.start(job="late_opener", path=str(root / "qd"), flags=str(flags), log=str(log))
     deadline = time.time() + 60
     while not ((flags / "loaded").exists() or (flags / "blocked").exists()) and time.time() < deadline:

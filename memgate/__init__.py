@@ -33,6 +33,18 @@ if TYPE_CHECKING:  # what type checkers and IDEs see (names re-exported through 
     from memgate.model.gate_config import MemGateConfig
     from memgate.model.scoring import FusedGateScorer
     from memgate.retriever import EmbeddedStore, GatedRetriever, RetrieverConfig, Supersedes
+    from memgate.retriever.schema import (
+        AmbiguousMemoryError,
+        DamagedStoreError,
+        EncoderMismatchError,
+        ForgottenMemoryError,
+        RepeatedDetailError,
+        StaleRevisionError,
+        StoreError,
+        StoreFullError,
+        SuppressedContentError,
+        UnknownMemoryError,
+    )
 
 EXPORTS = {  # public name -> the module that defines it
     "MemGate": "memgate.model.gate",
@@ -47,7 +59,7 @@ EXPORTS = {  # public name -> the module that defines it
     "GatedRetriever": "memgate.retriever",
     "RetrieverConfig": "memgate.retriever",
     "EmbeddedStore": "memgate.retriever",
-    "Memory": "memgate.integrations.memory",  # the agent facade (the record: memgate.retriever.Memory)
+    "Memory": "memgate.integrations.memory",  # the agent facade (the record: memgate.retriever.StoredMemory)
     "rerank": "memgate.integrations.rerank",
     "Supersedes": "memgate.retriever",
     "ActionInput": "memgate.actions",
@@ -56,6 +68,17 @@ EXPORTS = {  # public name -> the module that defines it
     "decide_action": "memgate.actions",
     "decide_actions": "memgate.actions",
     "load_policy": "memgate.actions",
+    # the errors a caller of Memory, the stores or the retriever catches (memgate.retriever.schema)
+    "StoreError": "memgate.retriever.schema",
+    "UnknownMemoryError": "memgate.retriever.schema",
+    "StaleRevisionError": "memgate.retriever.schema",
+    "ForgottenMemoryError": "memgate.retriever.schema",
+    "SuppressedContentError": "memgate.retriever.schema",
+    "RepeatedDetailError": "memgate.retriever.schema",
+    "AmbiguousMemoryError": "memgate.retriever.schema",
+    "EncoderMismatchError": "memgate.retriever.schema",
+    "StoreFullError": "memgate.retriever.schema",
+    "DamagedStoreError": "memgate.retriever.schema",
 }
 
 __all__ = list(EXPORTS)

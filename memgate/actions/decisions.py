@@ -7,6 +7,7 @@ from typing import Any, Mapping, Optional, Sequence, Union
 
 from memgate.actions.inputs import (
     RISK_LEVELS,
+    USER_STATED,
     ActionInput,
     ActionPolicyError,
     ActionQuery,
@@ -83,6 +84,11 @@ class _Context:
     risk: str
 
 
+def _user_stated(c: _Context) -> bool:
+    """The preset reads user_stated provenance and the memory has it."""
+    return c.preset.user_stated is not None and c.memory.provenance == USER_STATED
+
+
 def _lifecycle_rule(c: _Context) -> list[ActionReason]:
     """1. lifecycle against the query intent (inadmissible raises)."""
     memory, query = c.memory, c.query
@@ -127,6 +133,10 @@ def _verification_rule(c: _Context) -> list[ActionReason]:
 def _epistemic_rule(c: _Context) -> list[ActionReason]:
     """4. epistemic status: unresolved, contested or missing; inference."""
     status = c.memory.epistemic_status
+    if status is None and _user_stated(c):
+        cap = c.preset.user_stated[c.risk]
+        return [ActionReason("user_stated", None if cap == "answer" else cap,
+                             f"no epistemic status; the user stated it about themselves ({c.risk} risk)")]
     if status in ("unresolved", "contested") or status is None:
         code = "epistemic_missing" if status is None else f"epistemic_{status}"
         return [ActionReason(code, c.preset.unresolved_or_contested[c.risk],
@@ -190,6 +200,10 @@ def _evidence_rule(c: _Context, earlier: Sequence[ActionReason]) -> list[ActionR
     answer threshold; "settled" needs no negative evidence among the ``earlier`` reasons)."""
     memory, risk, chosen = c.memory, c.risk, c.preset
     out = []
+    if memory.evidence_strength is None and _user_stated(c):
+        cap = chosen.user_stated[risk]
+        return [ActionReason("evidence_user_stated", None if cap == "answer" else cap,
+                             f"no evidence strength; the user's own statement ({risk} risk)")]
     strength = memory.evidence_strength if memory.evidence_strength is not None else 0.0
     if memory.evidence_strength is None:
         out.append(ActionReason("evidence_missing", None, "no evidence strength; treated as 0"))

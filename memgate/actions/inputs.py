@@ -27,6 +27,7 @@ RISK_LEVELS = ("low", "medium", "high")
 ASKS = ("fact", "status", "priority", "action")
 PRESETS = ("strict", "balanced", "balanced_risk_adjusted")  # the presets the action suite records
 AGENT_DEFAULT_PRESET = "agent_default"  # memgate.Memory's preset (missing risk counts as low)
+USER_STATED = "user_stated"  # provenance: the authenticated user stated it about themselves
 
 class ActionPolicyError(ValueError):
     """A malformed action input, query or policy file; the message names the field."""
@@ -121,12 +122,16 @@ class ActionInput:
     evidence_strength: Optional[float] = None
     forbids: tuple[str, ...] = ()
     conflicts: tuple[Conflict, ...] = ()
+    provenance: Optional[str] = None  # who stated it (trusted metadata); USER_STATED is read
 
     def __post_init__(self) -> None:
         if not isinstance(self.memory_id, str) or not self.memory_id:
             raise ActionPolicyError(
                 f"field 'memory_id' must be a non-empty string, got {self.memory_id!r}"
             )
+        if self.provenance is not None and (not isinstance(self.provenance, str) or not self.provenance):
+            raise ActionPolicyError(f"memory {self.memory_id!r}: field 'provenance' must be a "
+                                    f"non-empty string or None, got {self.provenance!r}")
         if self.lifecycle_state == "forgotten":
             raise InadmissibleMemoryError(
                 f"memory {self.memory_id!r}: lifecycle_state 'forgotten' is inadmissible for every "
@@ -190,6 +195,7 @@ class ActionInput:
             "evidence_strength",
             "forbids",
             "conflicts_with",
+            "provenance",
             # scenario-suite annotations the policy never reads
             "text",
             "expected_action",
@@ -213,6 +219,7 @@ class ActionInput:
             evidence_strength=raw.get("evidence_strength"),
             forbids=() if raw.get("forbids") is None else raw["forbids"],
             conflicts=tuple(conflicts),
+            provenance=raw.get("provenance"),
         )
 
 

@@ -22,7 +22,11 @@ _PRESET_KEYS = (
 ) + _RISK_TABLE_KEYS
 # missing_risk: the risk level used when neither the memory nor the query states one (default
 # high: a missing risk is never imputed as benign unless a preset says so).
-_OPTIONAL_PRESET_KEYS = ("missing_risk",)
+# user_stated: the cap, per risk, for a memory whose provenance is user_stated (the user said it
+# about themselves) and that carries no epistemic status or evidence strength: it stands in for
+# the epistemic_missing and evidence-threshold caps, and only for those (default: no such table,
+# the missing labels gate as before). No label is imputed: provenance is the evidence read.
+_OPTIONAL_PRESET_KEYS = ("missing_risk", "user_stated")
 
 
 
@@ -44,6 +48,7 @@ class Preset:
     draft: Mapping[str, str]
     preference: Mapping[str, str]
     missing_risk: str = "high"  # the risk when neither the memory nor the query states one
+    user_stated: Optional[Mapping[str, str]] = None  # caps for an unlabelled user_stated memory
 
     def with_overrides(self, name: Optional[str] = None, **changes: Any) -> "Preset":
         """A copy with some values replaced (used by threshold sweeps; validated again)."""
@@ -92,8 +97,10 @@ def _preset_from_dict(name: str, raw: Mapping[str, Any]) -> Preset:
         settled = raw["settled_low_risk_threshold"]
         missing_risk = raw.get("missing_risk", "high")
         _check_choice(missing_risk, RISK_LEVELS, "missing_risk")
+        user_stated = raw.get("user_stated")
         return Preset(
             missing_risk=missing_risk,
+            user_stated=None if user_stated is None else _risk_table(user_stated, "user_stated", "action"),
             name=name,
             description=str(raw["description"]).strip(),
             answer_threshold=_risk_table(raw["answer_threshold"], "answer_threshold", "number"),

@@ -72,9 +72,11 @@ def build_parser(prog: str = "memgate store") -> argparse.ArgumentParser:
     p.add_argument("query")
     p.add_argument("--limit", type=int, default=5)
     p.add_argument("--filters", type=_json_arg, default=None, help="metadata filters (JSON)")
-    p.add_argument("--intent", choices=("current_state", "history", "unknown"), default="unknown")
+    p.add_argument("--intent", choices=("current_state", "history", "unknown"), default="current_state")
     p = verb("list", "a user's memories (or, without --user, the users)")
     p.add_argument("--user")
+    p.add_argument("--directives", action="store_true",
+                   help="the user's forget directives instead of their memories")
     p = verb("get", "one of a user's memories by id", user=True)
     p.add_argument("memory_id")
     p = verb("forget", "forget a memory for good (the directive stays)", user=True)
@@ -95,7 +97,7 @@ def check_store_exists(args: argparse.Namespace) -> None:
     refused before anything is created there."""
     if args.verb in CREATING or args.store is None or (args.backend == "qdrant" and args.url):
         return
-    marker = args.store / (DB_FILE if args.backend == "embedded" else "memgate.lock")
+    marker = args.store / {"embedded": DB_FILE, "postgres": "audit.jsonl"}.get(args.backend, "memgate.lock")
     if not marker.is_file():
         raise ValueError(f"--store {args.store}: no {args.backend} memgate store there (only add "
                          f"and import create one; check the path)")
@@ -137,17 +139,19 @@ def _run(args: argparse.Namespace) -> int:
             elif args.verb == "search":
                 hits = m.search(args.query, user_id=args.user, limit=args.limit, filters=args.filters,
                                 intent=args.intent)
-                lines = [f"query {hits.query_id} route={hits.route}"] + [
-                    f"  {h['score']:.3f}  {h['action']:<14} {h['id']}  {h['memory']}" for h in hits]
-                _print(args, {"query_id": hits.query_id, "results": list(hits)}, "\n".join(lines))
-                return 0 if hits else 1
+                lines = [f"query {hits['query_id']} route={hits['route']}"] + [
+                    f"  {h['score']:.3f}  {h['action']:<14} {h['id']}  {h['memory']}" for h in hits["results"]]
+                if hits["forgotten_relevant"]:
+                    lines.append("  (the user asked to forget something relevant to this query)")
+                _print(args, dict(hits), "\n".join(lines))
+                return 0 if hits["results"] else 1
             elif args.verb == "list":
                 if args.user is None:
-                    users = {ns[len(USER_PREFIX):]: len(m.catalog.ids([ns]))
+                    users = {ns[len(USER_PREFIX):]: len(m.catalog.ids([ns], directives=False))
                              for ns in m.catalog.namespaces() if ns.startswith(USER_PREFIX)}
                     _print(args, users, "\n".join(f"{u}\t{n}" for u, n in sorted(users.items())))
                     return 0 if users else 1
-                items = m.get_all(user_id=args.user)
+                items = (m.directives if args.directives else m.get_all)(user_id=args.user)
                 _print(args, items, "\n".join(f"{i['id']}  {i['created_at']}  {i['memory']}" for i in items))
                 return 0 if items else 1
             elif args.verb == "get":

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Optional
 
 from memgate.integrations.filters import matches
+from memgate.retriever.schema import FORGET_DIRECTIVE_KIND
 
 
 class Catalog:
@@ -24,6 +25,8 @@ class Catalog:
         self.key_field = key_field
         self.seq = 0
         self._attrs: dict[tuple[str, str], dict] = {}
+        self._kinds: dict[tuple[str, str], str] = {}
+        self._directives: dict[str, set[str]] = {}  # namespace -> its forget directives' ids
         self._by_ns: dict[str, set[str]] = {}
         self._by_key: dict[tuple[str, Any], str] = {}
 
@@ -42,6 +45,9 @@ class Catalog:
             record = records.get(key)
             if entry.alive and record is not None and not record.forgotten:
                 self._attrs[key] = dict(record.attributes)
+                self._kinds[key] = record.kind
+                if record.kind == FORGET_DIRECTIVE_KIND:
+                    self._directives.setdefault(key[0], set()).add(key[1])
                 self._by_ns.setdefault(key[0], set()).add(key[1])
                 item_key = record.attributes.get(self.key_field) if self.key_field else None
                 if isinstance(item_key, str):
@@ -51,6 +57,8 @@ class Catalog:
     def _drop(self, key: tuple[str, str]) -> None:
         ns, memory_id = key
         attrs = self._attrs.pop(key, None)
+        if self._kinds.pop(key, None) == FORGET_DIRECTIVE_KIND:
+            self._directives[ns].discard(memory_id)
         item_key = attrs.get(self.key_field) if attrs and self.key_field else None
         if isinstance(item_key, str) and self._by_key.get((ns, item_key)) == memory_id:
             del self._by_key[(ns, item_key)]
@@ -65,13 +73,17 @@ class Catalog:
         return sorted(self._by_ns)
 
     def ids(self, namespaces: Iterable[str], filters: Optional[Mapping[str, Any]] = None,
-            where: Optional[Callable[[dict], bool]] = None) -> list[str]:
+            where: Optional[Callable[[dict], bool]] = None,
+            directives: Optional[bool] = None) -> list[str]:
         """Live ids in ``namespaces`` whose metadata matches ``filters`` (a checked
-        :mod:`memgate.integrations.filters` spec) and ``where`` (a predicate), sorted."""
+        :mod:`memgate.integrations.filters` spec) and ``where`` (a predicate), sorted;
+        ``directives``: True for forget directives only, False for memories only, None both."""
         self.refresh()
         out: list[str] = []
         for ns in set(namespaces):
-            for i in self._by_ns.get(ns, ()):
+            for i in (self._directives.get(ns, ()) if directives else self._by_ns.get(ns, ())):
+                if directives is not None and (self._kinds[(ns, i)] == FORGET_DIRECTIVE_KIND) is not directives:
+                    continue
                 attrs = self._attrs[(ns, i)]
                 if (not filters or matches(attrs, filters)) and (where is None or where(attrs)):
                     out.append(i)

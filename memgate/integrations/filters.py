@@ -1,5 +1,8 @@
 """Metadata filters: ``{"key": value}`` or ``{"key": {"op": value}}`` over a record's free-form
-metadata (``Memory.attributes``), all conditions joined by AND.
+metadata (``Memory.attributes``), all conditions of one object joined by AND; ``{"AND": [...]}``,
+``{"OR": [...]}`` and ``{"NOT": [...]}`` (lists of filter objects, nested freely, as Mem0 writes
+them) combine them: ``{"OR": [{"topic": "food"}, {"AND": [{"topic": "travel"}, {"year":
+{"gte": 2025}}]}]}``. ``NOT`` holds when none of its filters does.
 
 ============  ======================================================================
 ``value``     equality; when the stored value is a list, membership
@@ -7,6 +10,8 @@ metadata (``Memory.attributes``), all conditions joined by AND.
 ``in`` ``nin`` the stored value (or one of its list items) is / is not in a list
 ``gt`` ``gte`` ``lt`` ``lte``   ordered comparison of two numbers or two strings
 ``exists``    the key is present (``True``) or absent (``False``)
+``contains``  the stored string contains the value (a substring), or the stored list holds it
+``icontains`` ``contains`` with strings compared case-insensitively
 ============  ======================================================================
 
 Operators may be written with a leading ``$`` (``$gte``), as LangGraph's stores do. Keys are
@@ -17,7 +22,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
-OPS = ("eq", "ne", "in", "nin", "gt", "gte", "lt", "lte", "exists")
+OPS = ("eq", "ne", "in", "nin", "gt", "gte", "lt", "lte", "exists", "contains", "icontains")
+LOGICAL = ("AND", "OR", "NOT")
 _MISSING = object()
 
 
@@ -28,16 +34,21 @@ def _op(name: str, key: str) -> str:
     return op
 
 
-def check_filters(filters: Optional[Mapping[str, Any]]) -> dict:
+def check_filters(filters: Optional[Mapping[str, Any]], where: str = "filters") -> dict:
     """A validated copy (operators normalised); ``None`` -> ``{}``."""
     if filters is None:
         return {}
     if not isinstance(filters, Mapping):
-        raise ValueError(f"filters must be a JSON object, got {type(filters).__name__}")
+        raise ValueError(f"{where} must be a JSON object, got {type(filters).__name__}")
     out: dict = {}
     for key, cond in filters.items():
         if not isinstance(key, str) or not key:
-            raise ValueError(f"filters: keys must be non-empty strings, got {key!r}")
+            raise ValueError(f"{where}: keys must be non-empty strings, got {key!r}")
+        if key in LOGICAL:
+            if not isinstance(cond, (list, tuple)) or not cond:
+                raise ValueError(f"{where}[{key!r}] must be a non-empty list of filter objects, got {cond!r}")
+            out[key] = [check_filters(sub, f"{where}[{key!r}][{i}]") or {} for i, sub in enumerate(cond)]
+            continue
         if isinstance(cond, Mapping):
             if not cond:
                 raise ValueError(f"filters[{key!r}]: an empty condition")
@@ -48,6 +59,8 @@ def check_filters(filters: Optional[Mapping[str, Any]]) -> dict:
                     raise ValueError(f"filters[{key!r}].{name} must be a list, got {value!r}")
                 if op == "exists" and type(value) is not bool:
                     raise ValueError(f"filters[{key!r}].{name} must be true or false, got {value!r}")
+                if op in ("contains", "icontains") and not isinstance(value, (str, int, float, bool)):
+                    raise ValueError(f"filters[{key!r}].{name} must be a JSON scalar, got {value!r}")
                 if op in ("gt", "gte", "lt", "lte") and (
                         isinstance(value, bool) or not isinstance(value, (int, float, str))):
                     raise ValueError(f"filters[{key!r}].{name} must be a number or a string, got {value!r}")
@@ -76,6 +89,11 @@ def _holds(op: str, stored: Any, value: Any) -> bool:
         return (stored is not _MISSING) is value
     if stored is _MISSING:
         return op in ("ne", "nin")
+    if op in ("contains", "icontains"):
+        fold = (lambda x: x.casefold() if isinstance(x, str) else x) if op == "icontains" else (lambda x: x)
+        if isinstance(stored, str):
+            return isinstance(value, str) and fold(value) in fold(stored)
+        return isinstance(stored, list) and fold(value) in [fold(i) for i in stored]
     items = _items(stored)
     if op == "eq":
         return stored == value or value in items
@@ -94,10 +112,22 @@ def _holds(op: str, stored: Any, value: Any) -> bool:
 def matches(attributes: Mapping[str, Any], filters: Mapping[str, Mapping[str, Any]]) -> bool:
     """Whether ``attributes`` satisfies every condition of a :func:`check_filters` result."""
     for key, cond in filters.items():
+        if key == "AND" and isinstance(cond, list):
+            if not all(matches(attributes, sub) for sub in cond):
+                return False
+            continue
+        if key == "OR" and isinstance(cond, list):
+            if not any(matches(attributes, sub) for sub in cond):
+                return False
+            continue
+        if key == "NOT" and isinstance(cond, list):
+            if any(matches(attributes, sub) for sub in cond):
+                return False
+            continue
         stored = attributes.get(key, _MISSING)
         if not all(_holds(op, stored, value) for op, value in cond.items()):
             return False
     return True
 
 
-__all__ = ["OPS", "check_filters", "matches"]
+__all__ = ["LOGICAL", "OPS", "check_filters", "matches"]

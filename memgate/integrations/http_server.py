@@ -1,9 +1,12 @@
 """An HTTP API over one memgate store (FastAPI; OpenAPI schema at ``/openapi.json``, docs at
 ``/docs``): ``memgate serve http --store DIR --api-keys keys.json``.
 
-    POST   /memories                  add          {text, metadata?, memory_id?, fields?}
-    GET    /memories                  list         ?limit=
-    POST   /search                    search       {query, filters?, limit?, intent?, ...}
+    POST   /memories                  add          {text, metadata?, memory_id?, agent_id?, run_id?, fields?}
+    POST   /memories/batch            batch add    {items: [add bodies], agent_id?, run_id?} (all or none)
+    GET    /memories                  list         ?limit= (memories only, not forget directives)
+    DELETE /memories                  forget all   every memory of the caller (directives stay)
+    POST   /search                    search       {query, filters?, limit?, intent?, agent_id?, ...}
+                                      -> {results, forgotten_relevant, query_id, route, excluded}
     GET    /memories/{id}             get
     PATCH  /memories/{id}             update       {text?, metadata?, expected_revision?}
     DELETE /memories/{id}             forget       ?directive=
@@ -65,6 +68,7 @@ from memgate.retriever.schema import (
 MAX_BODY_BYTES = 64 * 1024
 MAX_TEXT_CHARS = 8_000
 MAX_QUERY_CHARS = 2_000
+MAX_BATCH = 100  # memories per batch add
 
 _FIELD = re.compile(r"field '([^']+)'|^(filters\[[^\]]+\])|^(metadata|attributes)\b")
 
@@ -74,7 +78,7 @@ class _Strict(BaseModel):
 
 
 class RecordFields(_Strict):
-    """Optional record fields (memgate.retriever.Memory); anything else is refused."""
+    """Optional record fields (memgate.retriever.StoredMemory); anything else is refused."""
 
     policy_tags: Optional[list[str]] = None
     observed_at: Optional[str] = None
@@ -98,7 +102,22 @@ class AddRequest(_Strict):
     text: str = Field(min_length=1, max_length=MAX_TEXT_CHARS)
     metadata: dict[str, Any] = Field(default_factory=dict)
     memory_id: Optional[str] = Field(default=None, min_length=1, max_length=200)
+    agent_id: Optional[str] = Field(default=None, min_length=1, max_length=256)
+    run_id: Optional[str] = Field(default=None, min_length=1, max_length=256)
     fields: RecordFields = Field(default_factory=RecordFields)
+
+
+class BatchItem(_Strict):
+    text: str = Field(min_length=1, max_length=MAX_TEXT_CHARS)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    memory_id: Optional[str] = Field(default=None, min_length=1, max_length=200)
+    fields: RecordFields = Field(default_factory=RecordFields)
+
+
+class BatchAddRequest(_Strict):
+    items: list[BatchItem] = Field(min_length=1, max_length=MAX_BATCH)
+    agent_id: Optional[str] = Field(default=None, min_length=1, max_length=256)
+    run_id: Optional[str] = Field(default=None, min_length=1, max_length=256)
 
 
 class UpdateRequest(_Strict):
@@ -111,13 +130,15 @@ class SearchRequest(_Strict):
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
     filters: Optional[dict[str, Any]] = None
     limit: int = Field(default=10, ge=1, le=MAX_LIMIT)
-    intent: Literal["current_state", "history", "unknown"] = "unknown"
+    intent: Literal["current_state", "history", "unknown"] = "current_state"
     purpose: Optional[str] = None
     time: Optional[str] = None
     subject: Optional[str] = None
     risk: Optional[Literal["low", "medium", "high"]] = None
     asks: Literal["fact", "status", "priority", "action"] = "fact"
     proposed_action: Optional[str] = None
+    agent_id: Optional[str] = Field(default=None, min_length=1, max_length=256)
+    run_id: Optional[str] = Field(default=None, min_length=1, max_length=256)
 
 
 def _error(status: int, message: str, field: Optional[str] = None) -> JSONResponse:
@@ -300,7 +321,20 @@ def create_app(memory: Any, api_keys: Mapping[str, str], *, max_body_bytes: int 
     def add(body: AddRequest, who: str = Depends(principal)) -> dict:
         warm.wait()
         fields = {k: v for k, v in body.fields.model_dump().items() if v is not None}
-        return memory.add(body.text, user_id=who, metadata=body.metadata, memory_id=body.memory_id, **fields)
+        return memory.add(body.text, user_id=who, metadata=body.metadata, memory_id=body.memory_id,
+                          agent_id=body.agent_id, run_id=body.run_id, **fields)
+
+    @app.post("/memories/batch", status_code=201)
+    def add_batch(body: BatchAddRequest, who: str = Depends(principal)) -> dict:
+        warm.wait()
+        items = [{"text": i.text, "metadata": i.metadata, "memory_id": i.memory_id,
+                  **{k: v for k, v in i.fields.model_dump().items() if v is not None}} for i in body.items]
+        return {"results": memory.add_many(items, user_id=who, agent_id=body.agent_id, run_id=body.run_id)}
+
+    @app.delete("/memories")
+    def forget_all(who: str = Depends(principal)) -> dict:
+        warm.wait()  # (each forget directive is embedded)
+        return {"forgotten": memory.delete_all(user_id=who)}
 
     @app.get("/memories")
     def list_memories(limit: int = Query(100, ge=1, le=1000), who: str = Depends(principal)) -> dict:
@@ -311,9 +345,7 @@ def create_app(memory: Any, api_keys: Mapping[str, str], *, max_body_bytes: int 
         warm.wait()
         args = body.model_dump()
         query = args.pop("query")
-        hits = memory.search(query, user_id=who, **args)
-        return {"query_id": hits.query_id, "route": hits.route, "excluded": hits.excluded,
-                "results": list(hits)}
+        return dict(memory.search(query, user_id=who, **args))
 
     @app.get("/memories/{memory_id}")
     def get(memory_id: str, who: str = Depends(principal)) -> dict:
@@ -354,4 +386,4 @@ def _version() -> str:
         return "unknown"
 
 
-__all__ = ["MAX_BODY_BYTES", "MAX_QUERY_CHARS", "MAX_TEXT_CHARS", "BodyLimit", "create_app"]
+__all__ = ["MAX_BATCH", "MAX_BODY_BYTES", "MAX_QUERY_CHARS", "MAX_TEXT_CHARS", "BodyLimit", "create_app"]

@@ -2,7 +2,9 @@
 --principal alice`` (stdio) or ``... --transport http`` (streamable HTTP on 127.0.0.1; the
 program is :mod:`memgate.commands.serve`).
 
-Tools: ``add_memory``, ``search_memory``, ``forget_memory``, ``memory_history``.
+Tools: ``add_memory``, ``search_memory``, ``list_memories``, ``get_memory``, ``update_memory``,
+``forget_memory``, ``memory_history``. A call with an argument the tool does not take (a
+``principal``, a misspelt ``limt``) is a tool error naming it, never silently ignored.
 
 The principal (the ``user_id`` of :class:`memgate.Memory`) is fixed by the server's
 configuration: no tool takes a user, principal or namespace argument, so a model driving the
@@ -12,9 +14,9 @@ client launches its own over stdio); over HTTP the server also requires a bearer
 
 The server answers ``initialize`` and ``tools/list`` at once: the encoder and the gate load in the
 background (:class:`memgate.integrations.warmup.Warmup`). A tool that embeds or scores
-(add_memory, search_memory, forget_memory) called before then waits up to ``WAIT_SECONDS`` (30),
-then answers the tool error "memgate is warming up ... retry in a few seconds"; memory_history
-never waits.
+(add_memory, search_memory, update_memory, forget_memory) called before then waits up to
+``WAIT_SECONDS`` (30), then answers the tool error "memgate is warming up ... retry in a few
+seconds"; list_memories, get_memory and memory_history never wait.
 """
 
 from __future__ import annotations
@@ -33,8 +35,28 @@ from memgate.retriever.schema import StoreError, UnknownMemoryError
 INSTRUCTIONS = (
     "Long-term memory for one user. add_memory stores a fact the user shared; search_memory "
     "returns the user's relevant memories with an allowed action for each (answer, "
-    "answer_context, warn, verify_first, archive_only, block): respect it. forget_memory erases "
-    "a memory for good when the user asks; memory_history shows a memory's audit trail.")
+    "answer_context, warn, verify_first, archive_only, block): respect it. When its "
+    "forgotten_relevant is true, the user asked to forget something relevant: do not guess or "
+    "reconstruct it. list_memories, get_memory and update_memory read and correct memories; "
+    "forget_memory erases a memory for good when the user asks; memory_history shows a memory's "
+    "audit trail.")
+
+
+class StrictMCPServer(MCPServer):
+    """An MCP server whose tools refuse arguments they do not take (the SDK drops them)."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        known = {t.name: t for t in await self.list_tools()}
+        if name in known:
+            schema = getattr(known[name], "input_schema", None) or getattr(known[name], "inputSchema", {})
+            allowed = set((schema or {}).get("properties", {}))
+            unknown = sorted(set(arguments or {}) - allowed)
+            if unknown:
+                raise ToolError(f"{name}: unknown argument(s) {unknown}; it takes {sorted(allowed)}")
+        return await super().call_tool(name, arguments, context)
+
+
+RESULT_FIELDS = ("id", "memory", "kind", "metadata", "score", "action", "lifecycle", "created_at")
 
 
 def create_mcp_server(memory: Any, principal: str, *, name: str = "memgate",
@@ -42,7 +64,7 @@ def create_mcp_server(memory: Any, principal: str, *, name: str = "memgate",
     """The MCP server over ``memory`` (a :class:`memgate.Memory`) for one ``principal``;
     ``warmup``: the background load of its encoder and gate (default: one started here)."""
     user = check_user_id(principal)
-    server = MCPServer(name=name, instructions=INSTRUCTIONS, log_level="WARNING")
+    server = StrictMCPServer(name=name, instructions=INSTRUCTIONS, log_level="WARNING")
     warm = warmup if warmup is not None else Warmup(memory)
 
     def guarded(call, embeds: bool = True):
@@ -65,15 +87,40 @@ def create_mcp_server(memory: Any, principal: str, *, name: str = "memgate",
 
     @server.tool(structured_output=True)
     def search_memory(query: str, limit: int = 5, filters: Optional[dict[str, Any]] = None,
-                      intent: str = "unknown") -> dict[str, Any]:
-        """The user's memories most relevant to ``query``, best first, each with an allowed
-        action. ``intent``: current_state, history or unknown; ``filters``: metadata filters."""
+                      intent: str = "current_state") -> dict[str, Any]:
+        """The user's memories most relevant to ``query``, best first, each with its ``kind``
+        and an allowed action; ``forgotten_relevant`` is true when the user asked to forget
+        something relevant (the forgotten detail itself is gone). ``intent``: current_state
+        (default), history or unknown; ``filters``: metadata filters."""
         def run():
             hits = memory.search(query, user_id=user, limit=limit, filters=filters, intent=intent)
-            return {"query_id": hits.query_id, "results": [
-                {k: h[k] for k in ("id", "memory", "metadata", "score", "action", "lifecycle",
-                                   "created_at")} for h in hits]}
+            return {"query_id": hits["query_id"], "forgotten_relevant": hits["forgotten_relevant"],
+                    "results": [{k: h[k] for k in RESULT_FIELDS} for h in hits["results"]]}
         return guarded(run)
+
+    @server.tool(structured_output=True)
+    def list_memories(limit: int = 100) -> dict[str, Any]:
+        """The user's memories, oldest first (forget directives are not memories: not listed)."""
+        return guarded(lambda: {"results": memory.get_all(user_id=user, limit=limit)}, embeds=False)
+
+    @server.tool(structured_output=True)
+    def get_memory(memory_id: str) -> dict[str, Any]:
+        """One of the user's memories by id."""
+        def run():
+            found = memory.get(memory_id, user_id=user)
+            if found is None:
+                raise UnknownMemoryError(f"no memory {memory_id!r} for this user")
+            return found
+        return guarded(run, embeds=False)
+
+    @server.tool(structured_output=True)
+    def update_memory(memory_id: str, text: Optional[str] = None,
+                      metadata: Optional[dict[str, Any]] = None,
+                      expected_revision: Optional[int] = None) -> dict[str, Any]:
+        """Correct a memory's text (re-embedded) or replace its metadata; ``expected_revision``
+        makes it compare-and-set (a stale revision is an error)."""
+        return guarded(lambda: memory.update(memory_id, user_id=user, text=text, metadata=metadata,
+                                             expected_revision=expected_revision))
 
     @server.tool(structured_output=True)
     def forget_memory(memory_id: str, directive: Optional[str] = None) -> dict[str, Any]:
@@ -116,4 +163,4 @@ def http_app(server: MCPServer, key: str) -> Any:
     return BearerKey(server.streamable_http_app(), key)
 
 
-__all__ = ["INSTRUCTIONS", "BearerKey", "create_mcp_server", "http_app"]
+__all__ = ["INSTRUCTIONS", "RESULT_FIELDS", "BearerKey", "StrictMCPServer", "create_mcp_server", "http_app"]

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from memgate.contract.defaults import RERANK_DEPTH
-from memgate.integrations.gate_default import GateDecision, gate_default
+from memgate.integrations.gate_default import GateDecision, gate_default, released_gate_dir
 from memgate.model.encoder import Encoder, EncoderConfig, set_offline_defaults
 from memgate.retriever import GatedRetriever, RetrieverConfig, ann
 from memgate.retriever.audit import AuditLog
@@ -58,7 +58,8 @@ def default_encoder() -> Any:
 
 def resolve_gate(gate: Any) -> tuple[Any, GateDecision]:
     """``gate="auto"`` -> the released gate when the rule allows it (else None, said once);
-    ``None`` -> no gate; a checkpoint directory or a MemGate -> that gate."""
+    ``"released"`` -> the released gate regardless; ``None`` -> no gate; a checkpoint directory
+    or a MemGate -> that gate (the meanings :func:`memgate.rerank` gives them too)."""
     if isinstance(gate, str) and gate == "auto":
         decision = gate_default()
         if decision.use:
@@ -69,6 +70,9 @@ def resolve_gate(gate: Any) -> tuple[Any, GateDecision]:
         return None, decision
     if gate is None:
         return None, GateDecision(False, "gate=None was passed", None)
+    if isinstance(gate, str) and gate == "released":
+        where = released_gate_dir()
+        return where, GateDecision(True, "gate='released' was passed", where)
     where = Path(gate) if isinstance(gate, (str, os.PathLike)) else None
     return gate, GateDecision(True, "a gate was passed explicitly", where)
 

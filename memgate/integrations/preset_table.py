@@ -1,5 +1,6 @@
 """The table in docs/integrations.md: each allowed-action preset's action per epistemic state for
-an everyday memory (current, no risk level, no source type), computed by
+an everyday memory (current, no risk level, no source type; the last column: no status and the
+provenance ``user_stated`` that ``memgate.Memory.add`` records), computed by
 :func:`memgate.actions.decide_action`."""
 
 from __future__ import annotations
@@ -14,15 +15,16 @@ def preset_table() -> str:
     policy = actions.load_policy()
     query = actions.ActionQuery(intent="current_state")
     head = md.row("preset", "missing risk counts as",
-                  *("no status (untagged)" if s is None else f"`{s}`" for s in STATES))
-    lines = [head, md.rule(len(STATES) + 2)]
+                  *("no status (untagged)" if s is None else f"`{s}`" for s in STATES),
+                  "no status, provenance `user_stated`")
+    lines = [head, md.rule(len(STATES) + 3)]
     for name, preset in policy.presets.items():
         cells = []
-        for state in STATES:
+        for state, provenance in [(s, None) for s in STATES] + [(None, "user_stated")]:
             pair = []
             for strength in (None, 0.9):
                 memory = {"memory_id": "m", "lifecycle_state": "current", "epistemic_status": state,
-                          "evidence_strength": strength}
+                          "evidence_strength": strength, "provenance": provenance}
                 pair.append(actions.decide_action(memory, query, name, policy).action)
             cells.append(f"{pair[0]} / {pair[1]}")
         lines.append(md.row(f"`{name}`", preset.missing_risk, *cells))

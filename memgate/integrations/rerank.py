@@ -42,13 +42,21 @@ def _load_gate(directory: str) -> Any:
 
 
 def _gate(gate: Any) -> Any:
-    from memgate.model.gate import MemGate  # torch: imported at the first rerank
-
+    """The gate ``gate`` names (``None``: no gate). ``"released"`` (the default) and ``"auto"``
+    are the released gate; ``"auto"`` follows the default-on rule as ``memgate.Memory`` does
+    (the released gate when the rule allows it, else no gate, said once)."""
     if gate is None:
+        return None
+    if isinstance(gate, str) and gate == "auto":
         decision = gate_default()
         if not decision.use:
-            say_once("rerank-gate", f"memgate.rerank: the released gate does not meet the default-on "
-                                    f"rule ({decision.reason}); reranking with it as asked")
+            say_once("rerank-gate-off", f"memgate.rerank: the learned gate is off by default because "
+                                        f"{decision.reason}; ranking by cosine (gate='released' uses it anyway)")
+            return None
+        gate = "released"
+    from memgate.model.gate import MemGate  # torch: imported at the first rerank
+
+    if isinstance(gate, str) and gate == "released":
         gate = released_gate_dir()
     if isinstance(gate, MemGate):
         return gate.eval()
@@ -78,53 +86,64 @@ def _unit(x: np.ndarray, what: str) -> np.ndarray:
     return x / norms
 
 
-def rerank(query: Any, candidates: Any, *, gate: Any = None, encoder: Any = None,
+def rerank(query: Any, candidates: Any, *, gate: Any = "released", encoder: Any = None,
            top_k: Optional[int] = None, drop_threshold: Any = "checkpoint",
            keep_dropped: bool = False) -> list[dict]:
     """Re-score ``candidates`` for ``query`` with the learned gate (module docstring).
 
-    ``gate``: a checkpoint directory or ``MemGate`` (default: the released gate); ``encoder``
+    ``gate``: ``"released"`` (default: the released gate), ``"auto"`` (the released gate when the
+    default-on rule allows it, as in ``memgate.Memory``), a checkpoint directory or ``MemGate``,
+    or ``None``: no learned gate, the candidates ordered by cosine (the meaning ``gate=None`` has
+    in ``memgate.Memory``; ``score`` is then the cosine and nothing is dropped). ``encoder``
     embeds texts (default: the bundled encoder; its identity must be the gate's).
     """
     model = _gate(gate)
+    enc_for_dim = None
+    if model is None:
+        enc_for_dim = encoder or default_encoder()
+    dim = model.config.dim if model is not None else int(enc_for_dim.identity["dim"])
     as_vectors = isinstance(candidates, np.ndarray) or (
         hasattr(candidates, "shape") and not isinstance(candidates, (list, tuple)))
     if as_vectors:
         V = _unit(np.asarray(candidates), "candidates")
-        if V.ndim != 2 or V.shape[1] != model.config.dim:
-            raise ValueError(f"candidates must be a (N, {model.config.dim}) array, got {V.shape}")
+        if V.ndim != 2 or V.shape[1] != dim:
+            raise ValueError(f"candidates must be a (N, {dim}) array, got {V.shape}")
     else:
         items: Sequence[Any] = list(candidates)
         texts = [_text_of(c, i) for i, c in enumerate(items)]
     if isinstance(query, str):
         enc = encoder or default_encoder()
         try:
-            check_encoder(model.config, enc.identity)
+            if model is not None:
+                check_encoder(model.config, enc.identity)
         except ValueError as exc:
             raise ValueError(f"rerank: {exc}") from None
         q = enc.encode([query], progress=False)[0]
         if not as_vectors:
-            V = enc.encode(texts, progress=False) if texts else np.zeros((0, model.config.dim), np.float32)
+            V = enc.encode(texts, progress=False) if texts else np.zeros((0, dim), np.float32)
     else:
         q = np.asarray(query, dtype=np.float32)
-        if q.shape != (model.config.dim,):
-            raise ValueError(f"query must be a string or a ({model.config.dim},) vector, got shape {q.shape}")
+        if q.shape != (dim,):
+            raise ValueError(f"query must be a string or a ({dim},) vector, got shape {q.shape}")
         if not as_vectors:
             enc = encoder or default_encoder()
-            V = enc.encode(texts, progress=False) if texts else np.zeros((0, model.config.dim), np.float32)
+            V = enc.encode(texts, progress=False) if texts else np.zeros((0, dim), np.float32)
     q = _unit(q, "query")
     if top_k is not None and (type(top_k) is not int or top_k < 1):
         raise ValueError(f"top_k must be an int >= 1 or None, got {top_k!r}")
     if len(V) == 0:
         return []
-    import torch  # loaded with the gate
-
-    with torch.no_grad():
-        scores = model.score(torch.from_numpy(q), torch.from_numpy(np.ascontiguousarray(V))).numpy()
     cos = V.astype(np.float64) @ q.astype(np.float64)
-    threshold = drop_threshold
-    if threshold == "checkpoint":
-        threshold = (model.export_info.get("calibration") or {}).get("threshold")
+    if model is None:  # no learned gate: the cosine order, nothing dropped
+        scores, threshold = cos.copy(), None
+    else:
+        import torch  # loaded with the gate
+
+        with torch.no_grad():
+            scores = model.score(torch.from_numpy(q), torch.from_numpy(np.ascontiguousarray(V))).numpy()
+        threshold = drop_threshold
+        if threshold == "checkpoint":
+            threshold = (model.export_info.get("calibration") or {}).get("threshold")
     suppression = cos - scores.astype(np.float64)
     order = sorted(range(len(V)), key=lambda i: (-float(scores[i]), i))
     kept, dropped = [], []

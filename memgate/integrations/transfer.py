@@ -4,7 +4,7 @@ An export is a directory:
 
     manifest.json        format "memgate-export/2", the encoder identity, counts, and the
                          sha256 of every file below
-    records.jsonl        every record (``Memory.to_dict()``, tombstones included), sorted by id;
+    records.jsonl        every record (``StoredMemory.to_dict()``, tombstones included), sorted by id;
                          a live record carries ``"_row"``, its row in the vectors file
     vectors.safetensors  one float32 tensor ``vectors`` (live records x dim)
     suppression.json     the suppression list: ``{"keys": {key id: hex key}, "entries": [...]}``
@@ -35,7 +35,7 @@ from safetensors import SafetensorError
 from safetensors.numpy import load_file, save_file
 
 from memgate.retriever.audit import iter_events
-from memgate.retriever.schema import Memory
+from memgate.retriever.schema import StoredMemory
 from memgate.retriever.semantics import normalize_identity
 from memgate.retriever.suppression import Suppressed, key_id
 
@@ -152,7 +152,7 @@ def read_export(src: str | Path) -> tuple[dict, list, list, Optional[dict]]:
             try:
                 raw = json.loads(line)
                 row = raw.pop("_row", None) if isinstance(raw, dict) else None
-                memory = Memory.from_dict(raw)
+                memory = StoredMemory.from_dict(raw)
             except (ValueError, TypeError, KeyError) as exc:
                 raise ImportRefused(f"{where}: {exc}") from None
             if (memory.namespace, memory.memory_id) in seen_ids:  # (ids are scoped per namespace)

@@ -51,9 +51,9 @@ from memgate.retriever.schema import (
     Applicability,
     EncoderMismatchError,
     ForgottenMemoryError,
-    Memory,
     RepeatedDetailError,
     StaleRevisionError,
+    StoredMemory,
     StoreError,
     SupersededIn,
     Supersedes,
@@ -82,7 +82,7 @@ __all__ = [
     "GatedRetriever",
     "IndexEntry",
     "LogCheck",
-    "Memory",
+    "StoredMemory",
     "MemoryStore",
     "RepeatedDetailError",
     "RetrievalResult",
@@ -106,6 +106,13 @@ __all__ = [
 
 
 def __getattr__(name: str):
+    if name == "Memory":  # the record's name until 0.2 (one release): memgate.Memory is the facade
+        import warnings
+
+        warnings.warn("memgate.retriever.Memory is now memgate.retriever.StoredMemory (memgate.Memory "
+                      "is the agent facade); the old name goes in the next release", DeprecationWarning,
+                      stacklevel=2)
+        return StoredMemory
     if name == "FusedGateScorer":  # torch: imported when asked for, not with the retriever
         from memgate.model.scoring import FusedGateScorer
 

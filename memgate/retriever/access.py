@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Optional
 
 from memgate.contract.records import QueryContext
-from memgate.retriever.schema import AmbiguousMemoryError, Memory
+from memgate.retriever.schema import AmbiguousMemoryError, StoredMemory
 
 
 class AccessControl:
@@ -41,7 +41,7 @@ class AccessControl:
                 f"principal {principal!r} may not write namespace {namespace!r} under the ACL")
 
     def _check_record_access(self, principal: Optional[str], memory_id: str,
-                             namespace: Optional[str] = None, prefer: Optional[str] = None) -> Memory:
+                             namespace: Optional[str] = None, prefer: Optional[str] = None) -> StoredMemory:
         """The record ``memory_id`` names for ``principal``: in ``namespace`` when given, else
         in the one namespace of the principal's ACL that holds it (``prefer`` wins a tie).
         Under an ACL an unknown id and another tenant's id get the same answer: ids are scoped

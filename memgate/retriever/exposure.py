@@ -43,6 +43,8 @@ class ExposureAudit:
             policy_version=result.policy_version, action_policy_version=result.action_policy_version,
             encoder=self.encoder_identity,
         )
+        if result.set_apart:  # forget directives that ranked within k, kept out of the slots
+            event["set_apart"] = list(result.set_apart)
         self.audit.append(event)
 
     def _retrieval_record(self, query_id: str) -> dict:

@@ -15,8 +15,8 @@ from typing import Any, Optional
 from memgate.contract.ids import check_id
 from memgate.retriever.schema import (
     FORGET_DIRECTIVE_KIND,
-    Memory,
     RepeatedDetailError,
+    StoredMemory,
     SuppressedContentError,
     check_text_size,
 )
@@ -38,7 +38,7 @@ class ForgetSemantics:
         """Key id -> key for every key entries may name ("" = the store's own)."""
         return {**self._foreign_keys(), "": self._suppression_key()}
 
-    def _suppressed_hits(self, memory: Memory, previous: Optional[Memory] = None) -> list[tuple]:
+    def _suppressed_hits(self, memory: StoredMemory, previous: Optional[StoredMemory] = None) -> list[tuple]:
         """``(field, entry)`` for the forgotten content of ``memory``'s namespace that a field of
         ``memory`` repeats; with ``previous`` (an update), only fields whose text is new."""
         fields = content_fields(memory)
@@ -49,7 +49,7 @@ class ForgetSemantics:
             return []
         return match_fields(self._suppression_keys(), fields, self._suppressed([memory.namespace]))
 
-    def _refusal(self, memory: Memory, hits: list[tuple]) -> SuppressedContentError:
+    def _refusal(self, memory: StoredMemory, hits: list[tuple]) -> SuppressedContentError:
         field = sorted({name for name, _ in hits})[0]
         forgotten = sorted({e.memory_id for _, e in hits})
         return SuppressedContentError(
@@ -57,7 +57,7 @@ class ForgetSemantics:
             f"{memory.namespace!r} (forgotten record(s) {forgotten}); refused. Pass "
             "allow_relearn=True to store it again with the user's consent (audited)")
 
-    def check_suppressed(self, memory: Memory, *, previous: Optional[Memory] = None) -> None:
+    def check_suppressed(self, memory: StoredMemory, *, previous: Optional[StoredMemory] = None) -> None:
         """Raise :class:`SuppressedContentError` when a field of ``memory`` repeats content
         forgotten in its namespace (read-only: callers check before they embed or cache
         anything; the write checks again inside its transaction)."""
@@ -66,8 +66,8 @@ class ForgetSemantics:
         if hits:
             raise self._refusal(memory, hits)
 
-    def _check_suppressed(self, memory: Memory, allow_relearn: bool, principal: Optional[str],
-                          previous: Optional[Memory] = None) -> None:
+    def _check_suppressed(self, memory: StoredMemory, allow_relearn: bool, principal: Optional[str],
+                          previous: Optional[StoredMemory] = None) -> None:
         """Refuse a record with a field that repeats forgotten content of its namespace, unless
         re-consented (then the matched entries are lifted and the relearn is audited)."""
         hits = self._suppressed_hits(memory, previous)
@@ -126,8 +126,8 @@ class ForgetSemantics:
             entries.append(entry if entry.key_id != own else Suppressed(**(entry.to_dict() | {"key_id": ""})))
         return keys, entries
 
-    def _forget_plan(self, memory_id: str, directive: Memory,
-                     expected_revision: Optional[int]) -> tuple[Memory, list[Memory], list[Suppressed]]:
+    def _forget_plan(self, memory_id: str, directive: StoredMemory,
+                     expected_revision: Optional[int]) -> tuple[StoredMemory, list[StoredMemory], list[Suppressed]]:
         """The record, the records erased with it and their new suppression entries; refuses a
         stale revision, a taken directive id and a directive that repeats the detail."""
         ns = directive.namespace
@@ -151,18 +151,18 @@ class ForgetSemantics:
                 "detail itself")
         return current, erased, entries
 
-    def check_forget_directive(self, memory_id: str, directive: Memory) -> None:
+    def check_forget_directive(self, memory_id: str, directive: StoredMemory) -> None:
         """Raise as :meth:`forget` would for ``directive`` (read-only: checked before the
         directive is embedded, so a refused directive never reaches an embedding cache)."""
-        if not isinstance(directive, Memory):
-            raise TypeError("directive must be a Memory")
+        if not isinstance(directive, StoredMemory):
+            raise TypeError("directive must be a StoredMemory")
         check_id(directive.memory_id, "directive_id")
         with self._lock:
             self._forget_plan(memory_id, directive, None)
 
-    def forget(self, memory_id: str, directive: Memory, directive_vector: Any, *, encoder: Any,
+    def forget(self, memory_id: str, directive: StoredMemory, directive_vector: Any, *, encoder: Any,
                expected_revision: Optional[int] = None,
-               on_erased: Optional[Callable[[Memory], None]] = None) -> Memory:
+               on_erased: Optional[Callable[[StoredMemory], None]] = None) -> StoredMemory:
         """Erase a detail for good and store the forget directive as a usable memory.
 
         The record ``(directive.namespace, memory_id)`` and every record derived from it,
@@ -178,21 +178,21 @@ class ForgetSemantics:
         caches derived from it).
         """
         self.check_encoder(encoder, "write")
-        if not isinstance(directive, Memory):
-            raise TypeError("directive must be a Memory")
+        if not isinstance(directive, StoredMemory):
+            raise TypeError("directive must be a StoredMemory")
         if memory_id in directive.derived_from:
             raise ValueError("the forget directive must not be derived from the forgotten record")
         check_id(directive.memory_id, "directive_id")
         check_text_size(directive.text, f"forget directive {directive.memory_id!r}")
         v = self._check_vector(directive_vector)
         ns = directive.namespace
-        erased: list[Memory] = []
+        erased: list[StoredMemory] = []
         with self._write():
             current, erased, entries = self._forget_plan(memory_id, directive, expected_revision)
             seq = self._bump("seq")
             now = self.clock()
             for record in erased:
-                tomb = Memory(
+                tomb = StoredMemory(
                     memory_id=record.memory_id, namespace=record.namespace, text=None,
                     kind=record.kind, lifecycle_state="forgotten", principal=record.principal,
                     revision=record.revision + 1, created_at=record.created_at, updated_at=now,

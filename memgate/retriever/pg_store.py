@@ -56,8 +56,8 @@ from memgate.retriever.pg_search import PostgresSearch
 from memgate.retriever.pg_suppression import PostgresSuppression
 from memgate.retriever.schema import (
     AmbiguousMemoryError,
-    Memory,
     StaleRevisionError,
+    StoredMemory,
     StoreError,
     UnknownMemoryError,
 )
@@ -309,18 +309,18 @@ class PostgresStore(PostgresSuppression, PostgresSearch, RecordSemantics):
     # -- rows ---------------------------------------------------------------------------------
 
     @staticmethod
-    def _to_memory(row) -> Memory:
+    def _to_memory(row) -> StoredMemory:
         memory_id, namespace, text, revision, state, data = row
         raw = json.loads(data)
         raw.update(memory_id=from_db(memory_id), namespace=from_db(namespace), text=from_db(text),
                    revision=revision, lifecycle_state=state)
-        return Memory.from_dict(raw)
+        return StoredMemory.from_dict(raw)
 
     @staticmethod
-    def _data(memory: Memory) -> str:
+    def _data(memory: StoredMemory) -> str:
         return dumps({k: v for k, v in memory.to_dict().items() if k not in _ROW_FIELDS})
 
-    def _load(self, memory_id: str, namespace: str) -> Memory:
+    def _load(self, memory_id: str, namespace: str) -> StoredMemory:
         rows = self._rows(f"SELECT {_COLUMNS} FROM {{s}}.records WHERE namespace = %s AND memory_id = %s",
                           (to_db(namespace), to_db(memory_id)))
         if not rows:
@@ -342,7 +342,7 @@ class PostgresStore(PostgresSuppression, PostgresSearch, RecordSemantics):
 
     # -- write primitives (the semantics are memgate.retriever.semantics.RecordSemantics) -----
 
-    def _insert(self, memory: Memory, seq: int, slot: Optional[int], v: Optional[np.ndarray],
+    def _insert(self, memory: StoredMemory, seq: int, slot: Optional[int], v: Optional[np.ndarray],
                 parents: Iterable[tuple]) -> None:
         if "\x00" in memory.memory_id:  # (only an imported legacy id could hold one)
             raise ValueError(f"field 'memory_id' {memory.memory_id!r:.80} contains U+0000")
@@ -355,7 +355,7 @@ class PostgresStore(PostgresSuppression, PostgresSearch, RecordSemantics):
                        [(to_db(memory.namespace), to_db(memory.memory_id), to_db(pns), to_db(pid))
                         for pns, pid in parents])
 
-    def _save(self, memory: Memory, seq: int, vector: Any = ...) -> None:
+    def _save(self, memory: StoredMemory, seq: int, vector: Any = ...) -> None:
         """Replace the record's row, conditional on the revision it replaces (compare-and-set in
         SQL: every stored change raises the revision by one)."""
         values = [to_db(memory.text), memory.revision, seq, memory.lifecycle_state,
@@ -373,7 +373,7 @@ class PostgresStore(PostgresSuppression, PostgresSearch, RecordSemantics):
                                  (to_db(memory.namespace), to_db(memory.memory_id)))
             raise StaleRevisionError(memory.memory_id, memory.revision - 1, current[0][0] if current else None)
 
-    def _slot_of(self, memory: Memory) -> Optional[int]:
+    def _slot_of(self, memory: StoredMemory) -> Optional[int]:
         rows = self._rows("SELECT slot FROM {s}.records WHERE namespace = %s AND memory_id = %s",
                           (to_db(memory.namespace), to_db(memory.memory_id)))
         return rows[0][0] if rows else None
@@ -383,15 +383,15 @@ class PostgresStore(PostgresSuppression, PostgresSearch, RecordSemantics):
         self._born[slot] = v
         return slot
 
-    def _put_new(self, memory: Memory, seq: int, v: np.ndarray, parents: Iterable[tuple] = ()) -> int:
+    def _put_new(self, memory: StoredMemory, seq: int, v: np.ndarray, parents: Iterable[tuple] = ()) -> int:
         slot = self._new_slot(v)
         self._insert(memory, seq, slot, v, parents)
         return slot
 
-    def _put(self, memory: Memory, seq: int) -> None:
+    def _put(self, memory: StoredMemory, seq: int) -> None:
         self._save(memory, seq)
 
-    def _put_new_vector(self, memory: Memory, seq: int, v: np.ndarray) -> int:
+    def _put_new_vector(self, memory: StoredMemory, seq: int, v: np.ndarray) -> int:
         old_slot = self._slot_of(memory)
         slot = self._new_slot(v)
         self._save(memory, seq, (slot, v))
@@ -399,7 +399,7 @@ class PostgresStore(PostgresSuppression, PostgresSearch, RecordSemantics):
             self._born[old_slot] = None  # (the replaced vector leaves the mirror at the commit)
         return slot
 
-    def _put_tombstone(self, tomb: Memory, seq: int) -> None:
+    def _put_tombstone(self, tomb: StoredMemory, seq: int) -> None:
         self._erased = True  # (VACUUM after the commit: the old row version's bytes go too)
         old_slot = self._slot_of(tomb)
         self._save(tomb, seq, (None, None))
@@ -408,13 +408,13 @@ class PostgresStore(PostgresSuppression, PostgresSearch, RecordSemantics):
         if old_slot is not None:
             self._born[old_slot] = None
 
-    def _put_restored_tombstone(self, tomb: Memory, seq: int) -> None:
+    def _put_restored_tombstone(self, tomb: StoredMemory, seq: int) -> None:
         self._insert(tomb, seq, None, None, ())
 
     # -- reads --------------------------------------------------------------------------------
 
     def get_many(self, memory_ids: Iterable[str], *,
-                 namespace: Optional[str] = None) -> dict[str, Memory]:
+                 namespace: Optional[str] = None) -> dict[str, StoredMemory]:
         """Records by id: in ``namespace``, or (without it) ids that name one record each
         (an id in several namespaces raises :class:`AmbiguousMemoryError`)."""
         check_namespace_arg(namespace)
@@ -427,7 +427,7 @@ class PostgresStore(PostgresSuppression, PostgresSearch, RecordSemantics):
             else:
                 rows = self._rows(f"SELECT {_COLUMNS} FROM {{s}}.records WHERE memory_id = ANY(%s) "
                                   "AND namespace = %s", (ids, to_db(namespace)))
-        out: dict[str, Memory] = {}
+        out: dict[str, StoredMemory] = {}
         for row in rows:
             memory = self._to_memory(row)
             if memory.memory_id in out:

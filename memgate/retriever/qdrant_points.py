@@ -1,5 +1,5 @@
 """How a memgate record maps onto Qdrant: the optional ``qdrant-client`` import, the store
-format, point ids derived from ``(namespace, memory_id)``, the payload back to a ``Memory``, and
+format, point ids derived from ``(namespace, memory_id)``, the payload back to a ``StoredMemory``, and
 the filter that selects record points (not the metadata or suppression points)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Optional
 
-from memgate.retriever.schema import Memory
+from memgate.retriever.schema import StoredMemory
 from memgate.retriever.suppression import Suppressed
 
 try:  # optional dependency
@@ -49,9 +49,9 @@ if qm is not None:
                                qm.IsEmptyCondition(is_empty=qm.PayloadField(key="_suppressed"))])
 
 
-def _to_memory(payload: Mapping) -> Memory:
+def _to_memory(payload: Mapping) -> StoredMemory:
     raw = {k: v for k, v in payload.items() if not k.startswith("_")}
-    return Memory.from_dict(raw)
+    return StoredMemory.from_dict(raw)
 
 
 __all__ = ["API_KEY_ENV", "OLDER_FORMATS", "QDRANT_FORMAT", "VECTOR_NAME", "point_id"]

@@ -1,7 +1,7 @@
 """``QdrantStore``: the ``MemoryStore`` protocol on Qdrant (through ``qdrant-client``).
 
 One collection per store. Each record is one point (id ``uuid5([namespace, memory_id])``: ids are
-scoped per namespace) whose payload is the record (``Memory.to_dict()``) plus ``_seq`` (the store
+scoped per namespace) whose payload is the record (``StoredMemory.to_dict()``) plus ``_seq`` (the store
 version of its last write), ``_slot`` (the vector's slot number, which changes whenever the
 vector does) and ``_parents`` (its resolved ``derived_from`` links); live records carry their
 vector under the named vector ``dense`` (cosine). A forgotten record's point is deleted (vector
@@ -75,7 +75,7 @@ from memgate.retriever.qdrant_points import (
     point_id,
     qm,
 )
-from memgate.retriever.schema import AmbiguousMemoryError, Memory, UnknownMemoryError
+from memgate.retriever.schema import AmbiguousMemoryError, StoredMemory, UnknownMemoryError
 from memgate.retriever.semantics import (
     ENCODER_KEYS,
     IndexEntry,
@@ -250,7 +250,7 @@ class QdrantStore(RecordSemantics, QdrantJournal):
                                    with_vectors=[VECTOR_NAME] if vectors else False)
         return got[0] if got else None
 
-    def _current(self, memory: Memory) -> tuple:
+    def _current(self, memory: StoredMemory) -> tuple:
         """(slot, vector, parents) of the staged or stored version of ``memory``'s record."""
         key = (memory.namespace, memory.memory_id)
         if key in self._pending:
@@ -263,10 +263,10 @@ class QdrantStore(RecordSemantics, QdrantJournal):
         return slot, None if vector is None else np.asarray(vector, np.float32), list(
             raw.payload.get("_parents") or [])
 
-    def _stage(self, memory: Memory, slot, vector, parents) -> None:
+    def _stage(self, memory: StoredMemory, slot, vector, parents) -> None:
         self._pending[(memory.namespace, memory.memory_id)] = (memory, slot, vector, parents)
 
-    def _load(self, memory_id: str, namespace: str) -> Memory:
+    def _load(self, memory_id: str, namespace: str) -> StoredMemory:
         if self._pending is not None and (namespace, memory_id) in self._pending:
             return self._pending[(namespace, memory_id)][0]
         raw = self._raw(memory_id, namespace, vectors=False)
@@ -342,12 +342,12 @@ class QdrantStore(RecordSemantics, QdrantJournal):
     # -- reads --------------------------------------------------------------------------------
 
     def get_many(self, memory_ids: Iterable[str], *,
-                 namespace: Optional[str] = None) -> dict[str, Memory]:
+                 namespace: Optional[str] = None) -> dict[str, StoredMemory]:
         """Records by id: in ``namespace``, or (without it) ids that name one record each
         (an id in several namespaces raises :class:`AmbiguousMemoryError`)."""
         check_namespace_arg(namespace)
         ids = list(dict.fromkeys(memory_ids))
-        out: dict[str, Memory] = {}
+        out: dict[str, StoredMemory] = {}
         for start in range(0, len(ids), 512):
             chunk = ids[start:start + 512]
             if namespace is not None:
@@ -451,15 +451,15 @@ class QdrantStore(RecordSemantics, QdrantJournal):
 
     # -- write primitives (the semantics are memgate.retriever.semantics.RecordSemantics) -----
 
-    def _put_new(self, memory: Memory, seq: int, v: np.ndarray, parents: Iterable[tuple] = ()) -> int:
+    def _put_new(self, memory: StoredMemory, seq: int, v: np.ndarray, parents: Iterable[tuple] = ()) -> int:
         slot = self._bump("next_slot") - 1
         self._stage(memory, slot, v, [_key(*p) for p in parents])
         return slot
 
-    def _put(self, memory: Memory, seq: int) -> None:
+    def _put(self, memory: StoredMemory, seq: int) -> None:
         self._stage(memory, *self._current(memory))
 
-    def _put_new_vector(self, memory: Memory, seq: int, v: np.ndarray) -> int:
+    def _put_new_vector(self, memory: StoredMemory, seq: int, v: np.ndarray) -> int:
         """A new slot: the point's vector is overwritten and the old slot dies."""
         old_slot, _, parents = self._current(memory)
         slot = self._bump("next_slot") - 1
@@ -468,7 +468,7 @@ class QdrantStore(RecordSemantics, QdrantJournal):
             self._dead_slots.append(old_slot)
         return slot
 
-    def _put_tombstone(self, tomb: Memory, seq: int) -> None:
+    def _put_tombstone(self, tomb: StoredMemory, seq: int) -> None:
         """The point (vector and payload) is deleted and a vector-less tombstone takes its id
         (see ``_journal``); its derivation links go with the payload."""
         old_slot, _, _ = self._current(tomb)
@@ -476,7 +476,7 @@ class QdrantStore(RecordSemantics, QdrantJournal):
         if old_slot is not None:
             self._dead_slots.append(old_slot)
 
-    def _put_restored_tombstone(self, tomb: Memory, seq: int) -> None:
+    def _put_restored_tombstone(self, tomb: StoredMemory, seq: int) -> None:
         self._stage(tomb, None, None, [])
 
     def _suppression_key(self) -> bytes:

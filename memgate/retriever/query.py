@@ -18,7 +18,7 @@ from memgate.retriever.config import actions_module as _actions
 from memgate.retriever.exclusion import _A_NONE, _Verdicts
 from memgate.retriever.ranking import _Ranking
 from memgate.retriever.results import RetrievalResult, RetrievedItem
-from memgate.retriever.schema import Memory
+from memgate.retriever.schema import StoredMemory
 
 
 class _Stopwatch:
@@ -46,6 +46,7 @@ class QueryPath:
         proposed_action: Optional[str] = None,
         risk: Optional[str] = None,
         only_ids: Optional[Iterable[str]] = None,
+        set_apart: Optional[Iterable[Any]] = None,
     ) -> RetrievalResult:
         """Top ``k`` admissible memories for ``query_text`` under ``context`` (``k`` from 1 to
         :data:`memgate.contract.defaults.MAX_LIMIT`).
@@ -56,6 +57,14 @@ class QueryPath:
         names its records in every readable namespace, a ``(namespace, memory_id)`` pair one
         record): it is part of the store search's filter like the Kleene exclusions, so it
         applies before truncation; ids outside the readable namespaces are ignored.
+
+        ``set_apart`` (ids or pairs, as ``only_ids``) are candidates that never take a result
+        slot: they are ranked with the rest, and those that would have displaced a returned item
+        (ranked within the top ``k`` and above the last item returned, or within the top ``k``
+        when nothing else is returned) are reported in ``result.set_apart`` (ids, best first)
+        instead of being returned (the facades set forget directives apart:
+        ``forgotten_relevant``). A set-apart candidate that would only fill a free slot below
+        every returned item is not reported.
         """
         check_limit(k, "k")
         if not isinstance(query_text, str):
@@ -77,14 +86,17 @@ class QueryPath:
         clock.lap("exclusion_ms")
         keep = verdicts.keep
         if only_ids is not None:
-            if isinstance(only_ids, str):
-                raise TypeError("only_ids must be a collection of memory ids, not one string")
-            idx = self._index  # an id allows its records in every readable namespace; a
-            allowed = [p for i in set(only_ids)  # (namespace, memory_id) pair, one record
-                       for p in (idx.by_id.get(i, ()) if isinstance(i, str)
-                                 else [idx.pos[tuple(i)]] if tuple(i) in idx.pos else ())]
-            keep = keep & np.isin(support, np.asarray(allowed, dtype=np.int64))
-        ranking = self._rank(q, readable, support, keep, k)
+            keep = keep & np.isin(support, self._positions(only_ids, "only_ids"))
+        apart = np.zeros(0, dtype=np.int64)
+        if set_apart is not None:
+            apart = self._positions(set_apart, "set_apart")
+            apart = apart[np.isin(apart, support[keep])]  # (only candidates that could rank)
+        ranking = self._rank(q, readable, support, keep, k + len(apart))
+        is_apart = np.isin(ranking.final, apart)
+        returned = np.flatnonzero(~is_apart)[:k]  # combined ranks of the k items returned
+        reach = min(k, int(returned[-1])) if len(returned) else k  # above the last one returned
+        apart_hits = tuple(self._index.ids[p] for p in ranking.final[:reach][is_apart[:reach]].tolist())
+        ranking.final = ranking.final[returned]
         clock.lap("rank_ms")
         items = self._items(ranking, verdicts, readable)
         clock.lap("fetch_ms")
@@ -96,7 +108,7 @@ class QueryPath:
             query_id=context.query_id, principal=context.principal,
             namespaces=tuple(sorted(readable)), route=self.route, k=k, items=tuple(items),
             excluded=tuple(excluded), dropped=tuple(ranking.dropped), excluded_counts=counts,
-            candidates=int(len(support)),
+            candidates=int(len(support)), set_apart=apart_hits,
             unresolved_kept=int(((verdicts.a == _A_NONE) & verdicts.keep).sum()),
             gate_version=self.gate_version if ranking.gated else None,
             policy_version=self.config.policy_version,
@@ -105,6 +117,17 @@ class QueryPath:
         self._log_retrieval(result, context)
         clock.lap("log_ms")  # (the same dict as result.timings_ms)
         return result
+
+    def _positions(self, ids: Iterable[Any], field: str) -> np.ndarray:
+        """Index positions named by ``ids``: an id names its records in every namespace, a
+        ``(namespace, memory_id)`` pair one record."""
+        if isinstance(ids, str):
+            raise TypeError(f"{field} must be a collection of memory ids, not one string")
+        idx = self._index
+        found = [p for i in set(ids)
+                 for p in (idx.by_id.get(i, ()) if isinstance(i, str)
+                           else [idx.pos[tuple(i)]] if tuple(i) in idx.pos else ())]
+        return np.asarray(sorted(found), dtype=np.int64)
 
     def _support(self, readable: frozenset) -> np.ndarray:
         """Index positions of live records in the readable namespaces (the candidate support)."""
@@ -117,7 +140,7 @@ class QueryPath:
         """Fetch the records of the final ranking only (text, action attributes)."""
         idx = self._index
         final = ranking.final.tolist()
-        records: dict[tuple, Memory] = {}
+        records: dict[tuple, StoredMemory] = {}
         for namespace in sorted({idx.namespaces[p] for p in final}):  # ids are scoped per namespace
             got = self.store.get_many([idx.ids[p] for p in final if idx.namespaces[p] == namespace],
                                       namespace=namespace)

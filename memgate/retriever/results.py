@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from memgate.retriever.schema import Memory
+from memgate.retriever.schema import StoredMemory
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ class RetrievedItem:
     review_reasons: tuple
     action: Optional[str]
     action_binding: tuple
-    memory: Memory
+    memory: StoredMemory
 
     def to_dict(self) -> dict:
         return {
@@ -78,6 +78,7 @@ class RetrievalResult:
     policy_version: str
     action_policy_version: Optional[str]
     timings_ms: dict
+    set_apart: tuple = ()  # ids of set-apart candidates that ranked within the top k (not returned)
 
     @property
     def ids(self) -> list[str]:

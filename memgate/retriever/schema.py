@@ -285,8 +285,8 @@ class SupersededIn:
 
 
 @dataclass(frozen=True)
-class Memory:
-    """One stored memory. Build new ones with ``Memory(memory_id, namespace, text, ...)``;
+class StoredMemory:
+    """One stored memory. Build new ones with ``StoredMemory(memory_id, namespace, text, ...)``;
     the store owns ``revision``, ``created_at``, ``updated_at``, ``superseded_in``,
     ``needs_review`` / ``review_reasons`` and ``forgotten_by``.
     """
@@ -405,6 +405,7 @@ class Memory:
             "evidence_strength": self.evidence_strength,
             "forbids": list(self.forbids),
             "conflicts_with": list(self.conflicts_with),
+            "provenance": self.provenance,
         }
 
     def metadata(self) -> dict:
@@ -431,7 +432,7 @@ class Memory:
         return out
 
     @classmethod
-    def from_dict(cls, raw: Mapping) -> "Memory":
+    def from_dict(cls, raw: Mapping) -> "StoredMemory":
         if not isinstance(raw, Mapping):
             raise ValueError(f"a memory must be a mapping, got {type(raw).__name__}")
         known = {f.name for f in fields(cls)}
@@ -450,7 +451,7 @@ class Memory:
         )
         return cls(**values)
 
-    def replace(self, **changes: Any) -> "Memory":
+    def replace(self, **changes: Any) -> "StoredMemory":
         return replace(self, **changes)
 
 
@@ -466,7 +467,7 @@ __all__ = [
     "Applicability",
     "EncoderMismatchError",
     "ForgottenMemoryError",
-    "Memory",
+    "StoredMemory",
     "RepeatedDetailError",
     "StaleRevisionError",
     "StoreError",
@@ -481,3 +482,14 @@ __all__ = [
     "scope_from_dict",
     "scope_to_dict",
 ]
+
+
+def __getattr__(name: str):
+    if name == "Memory":  # the record's name until 0.2 (one release): memgate.Memory is the facade
+        import warnings
+
+        warnings.warn("memgate.retriever.schema.Memory is now StoredMemory (memgate.Memory is the "
+                      "agent facade); the old name goes in the next release", DeprecationWarning,
+                      stacklevel=2)
+        return StoredMemory
+    raise AttributeError(f"module 'memgate.retriever.schema' has no attribute {name!r}")

@@ -74,8 +74,8 @@ from memgate.retriever.schema import (
     Applicability,
     EncoderMismatchError,
     ForgottenMemoryError,
-    Memory,
     StaleRevisionError,
+    StoredMemory,
     SupersededIn,
     UnknownMemoryError,
     check_text_size,
@@ -152,7 +152,7 @@ def signature_digest(key: tuple) -> str:
     return hashlib.sha256(json.dumps(key, ensure_ascii=False).encode()).hexdigest()[:32]
 
 
-def record_signature(memory: Memory) -> str:
+def record_signature(memory: StoredMemory) -> str:
     """The :func:`signature_digest` of a record as stored (what a store filtering by signature
     keeps beside it)."""
     entry = index_entry(memory.to_dict(), memory_id=memory.memory_id, namespace=memory.namespace,
@@ -160,7 +160,7 @@ def record_signature(memory: Memory) -> str:
     return signature_digest(signature_key(entry))
 
 
-def check_cas(memory: Memory, expected_revision: Optional[int]) -> None:
+def check_cas(memory: StoredMemory, expected_revision: Optional[int]) -> None:
     """Compare-and-set: refuse a forgotten record, or a revision other than ``expected``
     (``None`` skips the revision check)."""
     if memory.forgotten:
@@ -227,7 +227,7 @@ class RecordSemantics(ForgetSemantics):
             return v.astype("<f4")        # of 1 +- 1 ulp moves bits), so a copy (export, import) is exact
         return (v / norm).astype("<f4")
 
-    def _cas(self, memory: Memory, expected_revision: Optional[int]) -> None:
+    def _cas(self, memory: StoredMemory, expected_revision: Optional[int]) -> None:
         check_cas(memory, expected_revision)
 
     def _event(self, event_type: str, /, **payload: Any) -> None:
@@ -253,7 +253,7 @@ class RecordSemantics(ForgetSemantics):
 
     # -- reads --------------------------------------------------------------------------------
 
-    def get(self, memory_id: str, *, namespace: Optional[str] = None) -> Optional[Memory]:
+    def get(self, memory_id: str, *, namespace: Optional[str] = None) -> Optional[StoredMemory]:
         """The record ``(namespace, memory_id)``; without ``namespace``, the record with that id
         if exactly one namespace holds it (several: :class:`AmbiguousMemoryError`)."""
         with self._lock:
@@ -264,16 +264,16 @@ class RecordSemantics(ForgetSemantics):
 
     # -- writes -------------------------------------------------------------------------------
 
-    def add(self, memory: Memory, vector: Any, *, encoder: Any, allow_relearn: bool = False,
-            parent_namespaces: Optional[Mapping[str, str]] = None) -> Memory:
+    def add(self, memory: StoredMemory, vector: Any, *, encoder: Any, allow_relearn: bool = False,
+            parent_namespaces: Optional[Mapping[str, str]] = None) -> StoredMemory:
         """Store a new record and its vector; apply its ``supersedes`` links. Returns it at
         revision 1 with the store's timestamps."""
         return self.add_many([memory], [vector], encoder=encoder, allow_relearn=allow_relearn,
                              parent_namespaces=parent_namespaces)[0]
 
-    def add_many(self, memories: Iterable[Memory], vectors: Any, *, encoder: Any,
+    def add_many(self, memories: Iterable[StoredMemory], vectors: Any, *, encoder: Any,
                  allow_relearn: bool = False,
-                 parent_namespaces: Optional[Mapping[str, str]] = None) -> list[Memory]:
+                 parent_namespaces: Optional[Mapping[str, str]] = None) -> list[StoredMemory]:
         """Store several new records in one write (all or none); links may point at records
         earlier in the batch.
 
@@ -291,8 +291,8 @@ class RecordSemantics(ForgetSemantics):
             raise ValueError(f"{len(memories)} memories but {len(vectors)} vectors")
         checked = []
         for memory, vector in zip(memories, vectors):
-            if not isinstance(memory, Memory):
-                raise TypeError(f"memory must be a Memory, got {type(memory).__name__}")
+            if not isinstance(memory, StoredMemory):
+                raise TypeError(f"memory must be a StoredMemory, got {type(memory).__name__}")
             if memory.lifecycle_state in ("superseded", "forgotten"):
                 raise ValueError(
                     f"memory {memory.memory_id!r}: lifecycle_state {memory.lifecycle_state!r} is "
@@ -316,8 +316,8 @@ class RecordSemantics(ForgetSemantics):
             return own_namespace, parent
         return self._resolve(parent, None), parent
 
-    def _add_one(self, memory: Memory, v: np.ndarray, seq: int, now: str, allow_relearn: bool,
-                 hints: Mapping[str, str]) -> Memory:
+    def _add_one(self, memory: StoredMemory, v: np.ndarray, seq: int, now: str, allow_relearn: bool,
+                 hints: Mapping[str, str]) -> StoredMemory:
         ns = memory.namespace
         if self._exists(memory.memory_id, ns):
             raise ValueError(f"memory {memory.memory_id!r} already exists in namespace {ns!r}; use update()")
@@ -389,7 +389,7 @@ class RecordSemantics(ForgetSemantics):
     def update(self, memory_id: str, expected_revision: int, *, vector: Any = None,
                encoder: Any = None, principal: Optional[str] = None,
                namespace: Optional[str] = None, allow_relearn: bool = False,
-               **changes: Any) -> Memory:
+               **changes: Any) -> StoredMemory:
         """Compare-and-set update: applied only if the stored revision is ``expected_revision``.
 
         A text change needs the new ``vector`` (and ``encoder``); content changes (text,
@@ -443,19 +443,19 @@ class RecordSemantics(ForgetSemantics):
 
     def correct(self, memory_id: str, expected_revision: int, text: str, vector: Any, *,
                 encoder: Any, principal: Optional[str] = None, namespace: Optional[str] = None,
-                allow_relearn: bool = False, **changes: Any) -> tuple[Memory, list[str]]:
+                allow_relearn: bool = False, **changes: Any) -> tuple[StoredMemory, list[str]]:
         """Replace a record's content (compare-and-set); returns it and the ids flagged for review."""
         return self._update(memory_id, expected_revision, vector, encoder, principal, "corrected",
                             {**changes, "text": text}, namespace, allow_relearn)
 
     def retire(self, memory_id: str, expected_revision: int, principal: Optional[str] = None, *,
-               namespace: Optional[str] = None) -> tuple[Memory, list[str]]:
+               namespace: Optional[str] = None) -> tuple[StoredMemory, list[str]]:
         """Mark a record stale (kept for history); returns it and the ids flagged for review."""
         return self._update(memory_id, expected_revision, None, None, principal, "retired",
                             {"lifecycle_state": "stale"}, namespace)
 
     def mark_reviewed(self, memory_id: str, expected_revision: int,
-                      principal: Optional[str] = None, *, namespace: Optional[str] = None) -> Memory:
+                      principal: Optional[str] = None, *, namespace: Optional[str] = None) -> StoredMemory:
         """Clear a record's review flag (compare-and-set)."""
         with self._write():
             ns = self._resolve(memory_id, namespace)
@@ -469,7 +469,7 @@ class RecordSemantics(ForgetSemantics):
                         principal=principal)
         return new
 
-    def restore_many(self, memories: Iterable[Memory], vectors: Iterable[Any], *, encoder: Any,
+    def restore_many(self, memories: Iterable[StoredMemory], vectors: Iterable[Any], *, encoder: Any,
                      suppression: Optional[Mapping] = None) -> int:
         """Write exported records as they were (ids, revisions, timestamps, lifecycle,
         supersession and review state, tombstones) in one write, all or none; ``vectors[i]`` is
@@ -482,8 +482,8 @@ class RecordSemantics(ForgetSemantics):
         self.check_encoder(encoder, "write")
         checked = []
         for memory, vector in zip(memories, vectors, strict=True):
-            if not isinstance(memory, Memory):
-                raise TypeError(f"memory must be a Memory, got {type(memory).__name__}")
+            if not isinstance(memory, StoredMemory):
+                raise TypeError(f"memory must be a StoredMemory, got {type(memory).__name__}")
             if memory.forgotten:
                 if vector is not None or memory.text is not None:
                     raise ValueError(f"memory {memory.memory_id!r}: a forgotten record has no text or vector")

@@ -47,7 +47,7 @@ from memgate.retriever.ann import AnnIndex
 from memgate.retriever.audit import AuditLog, utc_now
 from memgate.retriever.schema import (
     AmbiguousMemoryError,
-    Memory,
+    StoredMemory,
     StoreFullError,
     UnknownMemoryError,
     is_disk_full,
@@ -284,14 +284,14 @@ class EmbeddedStore(EmbeddedSuppression, VectorFile, RecordSemantics, StoreInteg
 
     # -- rows ---------------------------------------------------------------------------------
 
-    def _row_to_memory(self, row) -> Memory:
+    def _row_to_memory(self, row) -> StoredMemory:
         memory_id, namespace, text, revision, state, data = row
         raw = json.loads(data)
         raw.update(memory_id=memory_id, namespace=namespace, text=text, revision=revision,
                    lifecycle_state=state)
-        return Memory.from_dict(raw)
+        return StoredMemory.from_dict(raw)
 
-    def _load(self, memory_id: str, namespace: str) -> Memory:
+    def _load(self, memory_id: str, namespace: str) -> StoredMemory:
         row = self._db.execute(
             f"SELECT {_COLUMNS} FROM records WHERE namespace = ? AND memory_id = ?",
             (namespace, memory_id)).fetchone()
@@ -299,7 +299,7 @@ class EmbeddedStore(EmbeddedSuppression, VectorFile, RecordSemantics, StoreInteg
             raise UnknownMemoryError(f"no memory with id {memory_id!r} in namespace {namespace!r}")
         return self._row_to_memory(row)
 
-    def _save(self, memory: Memory, seq: int, slot: Any = ..., crc: Any = ...) -> None:
+    def _save(self, memory: StoredMemory, seq: int, slot: Any = ..., crc: Any = ...) -> None:
         data = {k: v for k, v in memory.to_dict().items() if k not in _ROW_FIELDS}
         values = [memory.text, memory.revision, seq, memory.lifecycle_state,
                   json.dumps(data, sort_keys=True)]
@@ -310,7 +310,7 @@ class EmbeddedStore(EmbeddedSuppression, VectorFile, RecordSemantics, StoreInteg
         self._db.execute(f"UPDATE records SET {sets} WHERE namespace = ? AND memory_id = ?",
                          [*values, memory.namespace, memory.memory_id])
 
-    def _insert(self, memory: Memory, seq: int, slot: int, crc: int, parents: Iterable[tuple]) -> None:
+    def _insert(self, memory: StoredMemory, seq: int, slot: int, crc: int, parents: Iterable[tuple]) -> None:
         data = {k: v for k, v in memory.to_dict().items() if k not in _ROW_FIELDS}
         self._db.execute(
             "INSERT INTO records (namespace, memory_id, text, slot, vec_crc, revision, seq, "
@@ -326,12 +326,12 @@ class EmbeddedStore(EmbeddedSuppression, VectorFile, RecordSemantics, StoreInteg
     # -- reads --------------------------------------------------------------------------------
 
     def get_many(self, memory_ids: Iterable[str], *,
-                 namespace: Optional[str] = None) -> dict[str, Memory]:
+                 namespace: Optional[str] = None) -> dict[str, StoredMemory]:
         """Records by id: in ``namespace``, or (without it) ids that name one record each
         (an id in several namespaces raises :class:`AmbiguousMemoryError`)."""
         check_namespace_arg(namespace)
         ids = list(dict.fromkeys(memory_ids))
-        out: dict[str, Memory] = {}
+        out: dict[str, StoredMemory] = {}
         with self._lock:
             for start in range(0, len(ids), 500):
                 chunk = ids[start : start + 500]
@@ -511,20 +511,20 @@ class EmbeddedStore(EmbeddedSuppression, VectorFile, RecordSemantics, StoreInteg
             "SELECT child_ns, child FROM derivations WHERE parent_ns = ? AND parent = ? "
             "ORDER BY child, child_ns", (namespace, parent))]
 
-    def _slot_of(self, memory: Memory) -> Optional[int]:
+    def _slot_of(self, memory: StoredMemory) -> Optional[int]:
         (slot,) = self._db.execute("SELECT slot FROM records WHERE namespace = ? AND memory_id = ?",
                                    (memory.namespace, memory.memory_id)).fetchone()
         return slot
 
-    def _put_new(self, memory: Memory, seq: int, v: np.ndarray, parents: Iterable[tuple] = ()) -> int:
+    def _put_new(self, memory: StoredMemory, seq: int, v: np.ndarray, parents: Iterable[tuple] = ()) -> int:
         slot, crc = self._new_slot(v)
         self._insert(memory, seq, slot, crc, parents)
         return slot
 
-    def _put(self, memory: Memory, seq: int) -> None:
+    def _put(self, memory: StoredMemory, seq: int) -> None:
         self._save(memory, seq)
 
-    def _put_new_vector(self, memory: Memory, seq: int, v: np.ndarray) -> int:
+    def _put_new_vector(self, memory: StoredMemory, seq: int, v: np.ndarray) -> int:
         old_slot = self._slot_of(memory)
         slot, crc = self._new_slot(v)
         self._save(memory, seq, slot, crc)
@@ -532,7 +532,7 @@ class EmbeddedStore(EmbeddedSuppression, VectorFile, RecordSemantics, StoreInteg
             self._db.execute("INSERT OR IGNORE INTO purge VALUES (?)", (old_slot,))
         return slot
 
-    def _put_tombstone(self, tomb: Memory, seq: int) -> None:
+    def _put_tombstone(self, tomb: StoredMemory, seq: int) -> None:
         old_slot = self._slot_of(tomb)
         self._save(tomb, seq, None, None)
         self._db.execute("DELETE FROM derivations WHERE child_ns = ? AND child = ?",
@@ -540,7 +540,7 @@ class EmbeddedStore(EmbeddedSuppression, VectorFile, RecordSemantics, StoreInteg
         if old_slot is not None:
             self._db.execute("INSERT OR IGNORE INTO purge VALUES (?)", (old_slot,))
 
-    def _put_restored_tombstone(self, tomb: Memory, seq: int) -> None:
+    def _put_restored_tombstone(self, tomb: StoredMemory, seq: int) -> None:
         self._insert(tomb, seq, None, None, ())
 
 

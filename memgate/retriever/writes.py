@@ -23,8 +23,8 @@ from memgate.retriever.config import actions_module as _actions
 from memgate.retriever.schema import (
     MAX_TEXT_CHARS,
     UPDATABLE_FIELDS,
-    Memory,
     RepeatedDetailError,
+    StoredMemory,
     Supersedes,
     SuppressedContentError,
 )
@@ -52,8 +52,8 @@ class WritePath:
 
     def add(self, text: str, *, namespace: str, memory_id: Optional[str] = None,
             principal: Optional[str] = None, supersedes: Iterable[Supersedes | str] = (),
-            allow_relearn: bool = False, **fields: Any) -> Memory:
-        """Embed and store a memory (fields as in :class:`Memory`); returns the stored record.
+            allow_relearn: bool = False, **fields: Any) -> StoredMemory:
+        """Embed and store a memory (fields as in :class:`StoredMemory`); returns the stored record.
 
         ``memory_id`` is scoped to ``namespace`` (default: a random id). A text that repeats
         content forgotten in ``namespace`` is refused unless ``allow_relearn`` (the user's
@@ -67,7 +67,7 @@ class WritePath:
         parents = {}
         for source in tuple(fields.get("derived_from", ())):
             parents[source] = self._check_record_access(principal, source, prefer=namespace).namespace
-        memory = Memory(memory_id=memory_id or f"m-{uuid.uuid4().hex[:12]}", namespace=namespace,
+        memory = StoredMemory(memory_id=memory_id or f"m-{uuid.uuid4().hex[:12]}", namespace=namespace,
                         text=text, principal=principal, supersedes=links, **fields)
         self._check_action_fields(memory)
         self._check_text(text)
@@ -80,7 +80,7 @@ class WritePath:
 
     def add_many(self, texts: Iterable[str], *, namespace: str, principal: Optional[str] = None,
                  fields: Optional[Iterable[Mapping[str, Any]]] = None,
-                 allow_relearn: bool = False) -> list[Memory]:
+                 allow_relearn: bool = False) -> list[StoredMemory]:
         """Embed (one batch) and store several memories of one namespace in one write, all or
         none; ``fields[i]`` are text i's record fields (``memory_id``, ``supersedes``, ... as in
         :meth:`add`, whose rules apply to each)."""
@@ -101,7 +101,7 @@ class WritePath:
             memory_id = f.pop("memory_id", None)
             if memory_id is not None:
                 check_id(memory_id)
-            memory = Memory(memory_id=memory_id or f"m-{uuid.uuid4().hex[:12]}", namespace=namespace,
+            memory = StoredMemory(memory_id=memory_id or f"m-{uuid.uuid4().hex[:12]}", namespace=namespace,
                             text=text, principal=principal, supersedes=links, **f)
             self._check_action_fields(memory)
             memories.append(memory)
@@ -116,7 +116,7 @@ class WritePath:
         self._refresh()
         return stored
 
-    def _precheck(self, memory: Memory, allow_relearn: bool, previous: Optional[Memory] = None) -> None:
+    def _precheck(self, memory: StoredMemory, allow_relearn: bool, previous: Optional[StoredMemory] = None) -> None:
         """Refuse forgotten content before it is embedded (a consented relearn goes on to the
         store, which lifts the entries it matches)."""
         check = getattr(self.store, "check_suppressed", None)
@@ -134,7 +134,7 @@ class WritePath:
                 self._purge_encoder_cache(text)
             raise
 
-    def _check_action_fields(self, memory: Memory) -> None:
+    def _check_action_fields(self, memory: StoredMemory) -> None:
         if _actions is None:
             return
         fields_ = memory.action_fields()
@@ -148,7 +148,7 @@ class WritePath:
 
     def update(self, memory_id: str, expected_revision: int, *, principal: Optional[str] = None,
                namespace: Optional[str] = None, allow_relearn: bool = False,
-               **changes: Any) -> Memory:
+               **changes: Any) -> StoredMemory:
         """Compare-and-set update (see :meth:`EmbeddedStore.update`); a new text is re-embedded.
         ``namespace`` picks the record when the id is used in several of the principal's."""
         record = self._check_record_access(principal, memory_id, namespace)
@@ -166,7 +166,7 @@ class WritePath:
         return updated
 
     @staticmethod
-    def _proposed(record: Memory, changes: Mapping[str, Any]) -> Memory:
+    def _proposed(record: StoredMemory, changes: Mapping[str, Any]) -> StoredMemory:
         """The record as the update would write it (fields the store would refuse are left to
         the store, which names them)."""
         try:
@@ -176,7 +176,7 @@ class WritePath:
 
     def correct(self, memory_id: str, expected_revision: int, text: str, *,
                 principal: Optional[str] = None, namespace: Optional[str] = None,
-                allow_relearn: bool = False, **changes: Any) -> tuple[Memory, list[str]]:
+                allow_relearn: bool = False, **changes: Any) -> tuple[StoredMemory, list[str]]:
         """Correct a record's content; returns it and the ids now flagged for review."""
         record = self._check_record_access(principal, memory_id, namespace)
         self._check_text(text)
@@ -190,7 +190,7 @@ class WritePath:
 
     def retire(self, memory_id: str, expected_revision: int, *,
                principal: Optional[str] = None,
-               namespace: Optional[str] = None) -> tuple[Memory, list[str]]:
+               namespace: Optional[str] = None) -> tuple[StoredMemory, list[str]]:
         record = self._check_record_access(principal, memory_id, namespace)
         out = self.store.retire(memory_id, expected_revision, principal=principal,
                                 namespace=record.namespace)
@@ -198,7 +198,7 @@ class WritePath:
         return out
 
     def mark_reviewed(self, memory_id: str, expected_revision: int, *,
-                      principal: Optional[str] = None, namespace: Optional[str] = None) -> Memory:
+                      principal: Optional[str] = None, namespace: Optional[str] = None) -> StoredMemory:
         record = self._check_record_access(principal, memory_id, namespace)
         out = self.store.mark_reviewed(memory_id, expected_revision, principal=principal,
                                        namespace=record.namespace)
@@ -208,7 +208,7 @@ class WritePath:
     def forget(self, memory_id: str, *, principal: Optional[str] = None,
                directive_text: str = DEFAULT_DIRECTIVE, directive_id: Optional[str] = None,
                expected_revision: Optional[int] = None, namespace: Optional[str] = None,
-               **directive_fields: Any) -> Memory:
+               **directive_fields: Any) -> StoredMemory:
         """Forget a detail for good and keep the directive as a memory; returns the directive.
 
         The store erases the record and every record derived from it (text, markers, vector)
@@ -225,7 +225,7 @@ class WritePath:
         directive_fields.setdefault("source_type", "correction")
         directive_fields.setdefault("epistemic_status", "verified")
         directive_fields.setdefault("evidence_strength", 1.0)
-        directive = Memory(
+        directive = StoredMemory(
             memory_id=directive_id or derived_id(memory_id, "-forget"), namespace=record.namespace,
             text=directive_text, principal=principal, **directive_fields)
         self._check_action_fields(directive)

@@ -392,8 +392,8 @@ def test_risk_adjusted_only_relaxes_low_risk_settled_items():
 
 def test_version_string_in_results_and_audit_entries(tmp_path):
     decision = decide_action(_memory(), ActionQuery(), "strict")
-    assert decision.policy_version == POLICY.version == "actions-v1"
-    assert decision.to_dict()["policy_version"] == "actions-v1"
+    assert decision.policy_version == POLICY.version == "actions-v2"
+    assert decision.to_dict()["policy_version"] == "actions-v2"
     assert decision.to_dict()["preset"] == "strict"
     custom = yaml.safe_load(DEFAULT_POLICY_PATH.read_text(encoding="utf-8"))
     custom["version"] = "actions-test"
@@ -403,13 +403,13 @@ def test_version_string_in_results_and_audit_entries(tmp_path):
     )
     assert actions_command.main(["--out", str(tmp_path)]) == 0
     results = json.loads((tmp_path / "results.json").read_text())
-    assert results["policy_version"] == "actions-v1"
+    assert results["policy_version"] == "actions-v2"
     assert all(
-        d["policy_version"] == "actions-v1"
+        d["policy_version"] == "actions-v2"
         for r in results["presets"].values()
         for d in r["decisions"]
     )
-    assert "actions-v1" in (tmp_path / "report.md").read_text()
+    assert "actions-v2" in (tmp_path / "report.md").read_text()
     assert (tmp_path / "tradeoff.png").stat().st_size > 0
 
 
@@ -522,14 +522,42 @@ def test_missing_risk_is_high_unless_the_preset_says_otherwise():
     # a stated risk wins over the preset's default
     assert decide_action(untagged, ActionQuery(intent="current_state", risk="high"),
                          "agent_default").action == "verify_first"
-    # agent_default is balanced with that one difference
+    # agent_default is balanced with two differences: the missing risk and user_stated
     same = [k for k in POLICY.presets["balanced"].__dataclass_fields__
-            if k not in ("name", "description", "missing_risk")]
+            if k not in ("name", "description", "missing_risk", "user_stated")]
     assert all(getattr(POLICY.presets["agent_default"], k) == getattr(POLICY.presets["balanced"], k)
                for k in same)
     bad = yaml.safe_load(DEFAULT_POLICY_PATH.read_text(encoding="utf-8"))
     bad["presets"]["balanced"]["missing_risk"] = "none"
     with pytest.raises(ActionPolicyError, match="missing_risk"):
+        ActionPolicy.from_dict(bad)
+
+
+def test_user_stated_self_facts_answer_in_agent_default_only():
+    """A memory the user stated about themselves (provenance user_stated, no epistemic status or
+    evidence strength: what memgate.Memory.add stores) answers at low risk in agent_default; the
+    caps of every other rule still hold, and no other preset reads provenance."""
+    stated = {"memory_id": "m", "lifecycle_state": "current", "provenance": "user_stated"}
+    now = ActionQuery(intent="current_state")
+    decision = decide_action(stated, now, "agent_default")
+    assert decision.action == "answer" and {"user_stated", "evidence_user_stated"} <= {r.code for r in decision.reasons}
+    assert decide_action({**stated, "provenance": None}, now, "agent_default").action == "warn"
+    assert decide_action({**stated, "provenance": "agent_inferred"}, now, "agent_default").action == "warn"
+    assert decide_action({**stated, "risk": "medium"}, now, "agent_default").action == "warn"
+    assert decide_action({**stated, "risk": "high"}, now, "agent_default").action == "verify_first"
+    assert decide_action({**stated, "epistemic_status": "unresolved"}, now, "agent_default").action == "warn"
+    assert decide_action({**stated, "evidence_strength": 0.2}, now, "agent_default").action == "warn"
+    assert decide_action({**stated, "lifecycle_state": "superseded"}, ActionQuery(intent="unknown"),
+                         "agent_default").action == "archive_only"
+    assert decide_action({**stated, "source_type": "draft"}, now, "agent_default").action == "warn"
+    for preset in PRESETS:
+        assert POLICY.presets[preset].user_stated is None
+        assert decide_action(stated, now, preset).action == "verify_first"
+    with pytest.raises(ActionPolicyError, match="provenance"):
+        decide_action({**stated, "provenance": 3}, now, "agent_default")
+    bad = yaml.safe_load(DEFAULT_POLICY_PATH.read_text(encoding="utf-8"))
+    bad["presets"]["agent_default"]["user_stated"] = {"low": "maybe", "medium": "warn", "high": "warn"}
+    with pytest.raises(ActionPolicyError, match="user_stated"):
         ActionPolicy.from_dict(bad)
 
 

@@ -161,7 +161,7 @@ class _OverMemory(Surface):
 
     def expose(self, user, query):
         hits = self.m.search(query, user_id=user)
-        self.m.report_exposed(hits.query_id, [h["id"] for h in hits])
+        self.m.report_exposed(hits["query_id"], [h["id"] for h in hits["results"]])
 
 
 class MemorySurface(_OverMemory):
@@ -192,7 +192,7 @@ class MemorySurface(_OverMemory):
     def search(self, user, query, limit=10):
         with _refusals():
             hits = self.m.search(query, user_id=user, limit=limit)
-        return [{"id": h["id"], "text": h["memory"], "metadata": h["metadata"]} for h in hits]
+        return [{"id": h["id"], "text": h["memory"], "metadata": h["metadata"]} for h in hits["results"]]
 
     def forget(self, user, memory_id):
         with _refusals():

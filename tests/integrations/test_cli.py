@@ -57,8 +57,11 @@ def test_store_verbs(tmp_path, capsys):
     assert code == 0 and "no integrity problems" in out and "E <= R <= W holds" in out
     code, _, err = run(capsys, "add", "x", "--user", "alice", "--store", s, "--metadata", "{bad")
     assert code == 2  # argparse: not valid JSON
-    # through the memgate console script: the forget directive is what alice has left
-    assert memgate_main(["store", "list", "--store", s, "--user", "alice"]) == 0
+    # through the memgate console script: the forget directive is what alice has left, and it
+    # is listed on its own (list shows memories only)
+    assert memgate_main(["store", "list", "--store", s, "--user", "alice"]) == 1
+    capsys.readouterr()
+    assert memgate_main(["store", "list", "--store", s, "--user", "alice", "--directives"]) == 0
     assert "asked me to forget" in capsys.readouterr().out
 
 
@@ -85,7 +88,7 @@ def test_export_import_round_trip_embedded_and_qdrant(tmp_path, capsys):
         finally:
             store.close()
         with Memory(path=dest, store=backend, fsync=False) as m:
-            hits = m.search("what do I eat?", user_id="alice")
+            hits = m.search("what do I eat?", user_id="alice")["results"]
             assert hits[0]["id"] == a and forgotten not in [h["id"] for h in hits]
             events = [e["event"] for e in m.history(forgotten, user_id="alice")]
             assert events[0] == "stored" and "forgotten" in events  # the trail came along
@@ -161,3 +164,22 @@ def test_serve_cli_opens_a_postgres_store_and_says_what_store_means(tmp_path, ca
         memory.add("served from PostgreSQL", user_id="alice")
         assert memory.store.audit.path == tmp_path / "audit" / "audit.jsonl"
     assert (tmp_path / "audit" / "audit.jsonl").read_text().count('"stored"') == 1
+
+
+def test_store_verbs_on_postgres_with_an_audit_folder(tmp_path, capsys):
+    """docs/integrations.md section 6: import into PostgreSQL with --store AUDIT_DIR, then search
+    and verify with the same --store (the existence check looked for an embedded store's lock
+    file there and refused every verb after the import)."""
+    from tests import pg_test_server
+
+    src = tmp_path / "src"
+    _populated(src)
+    assert run(capsys, "export", "--store", str(src), "--out", str(tmp_path / "export"))[0] == 0
+    pg = ["--backend", "postgres", "--url", pg_test_server.url(), "--collection", pg_test_server.schema_for(tmp_path),
+          "--store", str(tmp_path / "pgaudit")]
+    assert run(capsys, "import", "--from", str(tmp_path / "export"), *pg)[0] == 0
+    code, out, err = run(capsys, "search", "what do I eat?", "--user", "alice", *pg, "--limit", "1")
+    assert code == 0 and "vegetarian" in out, err
+    assert run(capsys, "verify", *pg)[0] == 0
+    code, _, err = run(capsys, "list", *pg[:-1], str(tmp_path / "pgaudt"))  # a mistyped folder
+    assert code == 2 and "no postgres memgate store there" in err

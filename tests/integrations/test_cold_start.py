@@ -64,9 +64,9 @@ def test_the_encoder_loads_at_the_first_encode_the_gate_at_the_first_score(popul
         m.add("I cycle to work.", user_id="alice")
         assert m.retriever._gate is None
         hits = m.search("what do I eat?", user_id="alice")
-        assert m.retriever._gate is not None and hits.route.startswith("hybrid")
-        assert hits[0]["memory"] == "I'm vegetarian."
-        assert hits[0]["gate_score"] is not None
+        assert m.retriever._gate is not None and hits["route"].startswith("hybrid")
+        assert hits["results"][0]["memory"] == "I'm vegetarian."
+        assert hits["results"][0]["gate_score"] is not None
     out, err = capfd.readouterr()
     assert out == "" and "Loading weights" not in err and err == ""  # a library call prints nothing
 

@@ -16,7 +16,7 @@ from memgate.integrations.gate_default import gate_default  # noqa: E402
 from memgate.integrations.http_server import create_app  # noqa: E402
 from memgate.integrations.uvicorn_thread import ServerThread  # noqa: E402
 
-KEYS = {"alice-key-0123456789": "alice", "bob-key-0123456789ab": "bob"}
+KEYS = {"alice-key-0123456789": "alice", "bob-key-0123456789ab": "bob", "carol-key-0123456789": "carol"}
 for i in range(8):
     KEYS[f"client-{i}-key-0123456789"] = f"client-{i}"
 
@@ -70,6 +70,32 @@ def test_round_trip_and_isolation(server):
         events = [e["event"] for e in alice.get(f"/memories/{mid}/history").json()["events"]]
         assert events[0] == "stored" and events[-1] == "forgotten" and "retrieved" in events
         assert alice.patch(f"/memories/{mid}", json={"text": "back"}).status_code == 404
+        after = alice.post("/search", json={"query": "What is my locker code?"}).json()
+        assert after["forgotten_relevant"] is True  # the directive took no slot, and is flagged
+        assert all(h["kind"] == "memory" for h in after["results"])
+        assert alice.get("/memories").json()["results"] == []  # memories only
+
+
+def test_batch_add_and_delete_all_for_the_caller(server):
+    with client(server, "carol-key-0123456789") as carol, client(server, "bob-key-0123456789ab") as bob:
+        kept = bob.post("/memories", json={"text": "Bob waters the ferns on Sundays."}).json()["id"]
+        r = carol.post("/memories/batch", json={"items": [{"text": "I take the 8:10 train."},
+                                                          {"text": "I'm learning Portuguese.", "metadata": {"t": 1}}],
+                                                "agent_id": "tutor"})
+        assert r.status_code == 201, r.text
+        added = r.json()["results"]
+        assert [a["agent_id"] for a in added] == ["tutor", "tutor"] and added[1]["metadata"] == {"t": 1}
+        assert {m["id"] for m in carol.get("/memories").json()["results"]} == {a["id"] for a in added}
+        bad = carol.post("/memories/batch", json={"items": [{"text": "ok"}, {"text": ""}]})
+        assert bad.status_code == 422 and bad.json()["error"]["field"].startswith("body.items.1")
+        assert len(carol.get("/memories").json()["results"]) == 2  # all or none
+        tutor = carol.post("/search", json={"query": "train", "agent_id": "tutor"}).json()["results"]
+        assert {h["id"] for h in tutor} == {a["id"] for a in added}
+        assert carol.post("/search", json={"query": "train", "agent_id": "other"}).json()["results"] == []
+        gone = carol.delete("/memories")
+        assert gone.status_code == 200 and sorted(gone.json()["forgotten"]) == sorted(a["id"] for a in added)
+        assert carol.get("/memories").json()["results"] == []
+        assert bob.get(f"/memories/{kept}").status_code == 200  # another caller's memories stay
 
 
 def test_errors_name_the_field_and_bodies_are_limited(server):

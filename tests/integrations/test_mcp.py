@@ -18,7 +18,8 @@ from mcp.client.stdio import StdioServerParameters  # noqa: E402
 from memgate import Memory  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-TOOLS = {"add_memory", "search_memory", "forget_memory", "memory_history"}
+TOOLS = {"add_memory", "search_memory", "list_memories", "get_memory", "update_memory",
+         "forget_memory", "memory_history"}
 
 
 def _data(result):
@@ -50,8 +51,26 @@ async def _exercise(client, other_ids):
     for tool in ("forget_memory", "memory_history"):  # another principal's id: "no memory"
         result = await client.call_tool(tool, {"memory_id": other_ids[0]})
         assert _is_error(result) and "no memory" in result.content[0].text
+    listed = _data(await client.call_tool("list_memories", {}))["results"]
+    assert [m["id"] for m in listed] == [added["id"]]
+    assert _data(await client.call_tool("get_memory", {"memory_id": added["id"]}))["metadata"] == {"room": "garden"}
+    fixed = _data(await client.call_tool("update_memory", {"memory_id": added["id"], "expected_revision": 1,
+                                                           "text": "I keep my spare key under the green pot."}))
+    assert fixed["revision"] == 2 and "green" in fixed["memory"]
+    stale = await client.call_tool("update_memory", {"memory_id": added["id"], "text": "x", "expected_revision": 1})
+    assert _is_error(stale) and "revision" in stale.content[0].text
+    for tool, args in (("get_memory", {"memory_id": other_ids[0]}),
+                       ("update_memory", {"memory_id": other_ids[0], "text": "mine"})):
+        result = await client.call_tool(tool, args)  # another principal's id: "no memory"
+        assert _is_error(result) and "no memory" in result.content[0].text
+    extra = await client.call_tool("search_memory", {"query": "spare key", "principal": "bob"})
+    assert _is_error(extra) and "unknown argument(s) ['principal']" in extra.content[0].text
     forgotten = _data(await client.call_tool("forget_memory", {"memory_id": added["id"]}))
     assert forgotten["directive"]["kind"] == "forget_directive"
+    after = _data(await client.call_tool("search_memory", {"query": "where is the spare key?"}))
+    assert all(h["kind"] == "memory" for h in after["results"])  # the directive takes no slot
+    assert forgotten["directive"]["id"] not in [h["id"] for h in after["results"]]
+    assert after["forgotten_relevant"] is True and _data(await client.call_tool("list_memories", {}))["results"] == []
     events = [e["event"] for e in _data(await client.call_tool("memory_history", {"memory_id": added["id"]}))["events"]]
     assert events[0] == "stored" and events[-1] == "forgotten"
     bad = await client.call_tool("search_memory", {"query": "x", "filters": {"n": {"near": 1}}})

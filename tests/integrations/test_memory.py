@@ -28,11 +28,13 @@ def mem(tmp_path):
 def test_quickstart_round_trip(mem):
     a = mem.add("I'm vegetarian and allergic to peanuts.", user_id="alice", metadata={"topic": "food"})
     mem.add("My sister Ana lives in Porto.", user_id="alice", metadata={"topic": "family"})
-    hits = mem.search("What should I cook for dinner?", user_id="alice", limit=5)
+    found = mem.search("What should I cook for dinner?", user_id="alice", limit=5)
+    hits = found["results"]
     assert hits[0]["id"] == a["id"] and hits[0]["metadata"] == {"topic": "food"}
-    assert hits[0]["action"] != "verify_first"  # agent_default: an untagged memory is usable
-    assert hits.query_id.startswith("q-") and hits.query_id != mem.search("x", user_id="alice").query_id
-    mem.report_exposed(hits.query_id, [a["id"]])
+    assert hits[0]["action"] == "answer"  # agent_default: the user's own statement, low risk
+    assert found["query_id"].startswith("q-") and found["query_id"] != mem.search("x", user_id="alice")["query_id"]
+    assert found.query_id == found["query_id"] and found["forgotten_relevant"] is False
+    mem.report_exposed(found["query_id"], [a["id"]])
     assert mem.get(a["id"], user_id="alice")["memory"] == a["memory"]
     updated = mem.update(a["id"], user_id="alice", text="I'm vegan and allergic to peanuts.",
                          metadata={"topic": "food", "diet": "vegan"})
@@ -42,7 +44,10 @@ def test_quickstart_round_trip(mem):
     assert directive["kind"] == "forget_directive" and "forget" in directive["memory"]
     assert mem.get(a["id"], user_id="alice") is None
     after = mem.search("What should I cook for dinner?", user_id="alice")
-    assert a["id"] not in [h["id"] for h in after] and directive["id"] in [h["id"] for h in after]
+    assert [h["kind"] for h in after["results"]] == ["memory"]  # the directive takes no slot
+    assert a["id"] not in [h["id"] for h in after["results"]]
+    assert [d["id"] for d in mem.directives(user_id="alice")] == [directive["id"]]
+    assert directive["id"] not in [m["id"] for m in mem.get_all(user_id="alice")]
     events = [e["event"] for e in mem.history(a["id"], user_id="alice")]
     assert events[0] == "stored" and "updated" in events and "retrieved" in events
     assert events[-1] == "forgotten"
@@ -50,11 +55,32 @@ def test_quickstart_round_trip(mem):
         mem.retriever.update(a["id"], 3, principal="alice", kind="x")
 
 
+def test_forget_directives_take_no_result_slot_and_are_flagged_when_relevant(mem):
+    kept = [mem.add(t, user_id="alice")["id"] for t in ("I live in Lisbon.", "I cycle to work.")]
+    locker = mem.add("My locker code is 4417.", user_id="alice")
+    first = mem.delete(locker["id"], user_id="alice")
+    second = mem.delete(kept[1], user_id="alice")  # two forgets: two directives
+    for limit in (1, 10):
+        found = mem.search("What is my locker code?", user_id="alice", limit=limit)
+        assert [h["id"] for h in found["results"]] == [kept[0]]  # never a directive, not twice
+        assert found["forgotten_relevant"] is True  # a directive ranked above the memory
+    assert mem.search("Where do I live?", user_id="alice")["forgotten_relevant"] is False
+    # the old behaviour, the retriever without the directives set apart: one ranks first
+    from memgate.contract.records import QueryContext
+    ctx = QueryContext(query_id="q-old", text="", principal="alice", namespaces=frozenset({"user:alice"}),
+                       intent="current_state", time="2026-01-01T00:00:00+00:00")
+    plain = mem.retriever.retrieve("What is my locker code?", ctx, k=1)
+    assert plain.ids[0] in (first["id"], second["id"])
+    assert [m["id"] for m in mem.get_all(user_id="alice")] == [kept[0]]
+    assert {d["id"] for d in mem.directives(user_id="alice")} == {first["id"], second["id"]}
+    assert mem.get(first["id"], user_id="alice")["kind"] == "forget_directive"  # still readable by id
+
+
 def test_users_are_isolated_and_ids_are_no_oracle(mem):
     a = mem.add("Alice's door code is 4417.", user_id="alice")
     b = mem.add("Bob's door code is 9021.", user_id="bob")
     for k in (1, 10):
-        assert [h["id"] for h in mem.search("Bob's door code", user_id="alice", limit=k)] == [a["id"]]
+        assert [h["id"] for h in mem.search("Bob's door code", user_id="alice", limit=k)["results"]] == [a["id"]]
     assert mem.get(b["id"], user_id="alice") is None
     unknown_msg = None
     for memory_id in (b["id"], "no-such-id"):
@@ -85,14 +111,14 @@ def test_metadata_is_stored_filterable_before_truncation_and_erased(tmp_path, me
     odd = mem.add("Grandma's apple pie recipe uses cinnamon.", user_id="u",
                   metadata={"kind": "recipe", "tags": ["baking", "family"], "secret": "ZQX-51"})
     # the filtered memory is the worst cosine match: a filter after truncation would return nothing
-    plain = mem.search("quarterly budget review room", user_id="u", limit=30)
+    plain = mem.search("quarterly budget review room", user_id="u", limit=30)["results"]
     assert odd["id"] not in [h["id"] for h in plain]
     for flt in ({"kind": "recipe"}, {"tags": "baking"}, {"tags": {"in": ["x", "family"]}}):
-        hits = mem.search("quarterly budget review room", user_id="u", limit=1, filters=flt)
+        hits = mem.search("quarterly budget review room", user_id="u", limit=1, filters=flt)["results"]
         assert [h["id"] for h in hits] == [odd["id"]], flt
-    assert len(mem.search("budget", user_id="u", limit=50, filters={"n": {"gte": 25}})) == 5
+    assert len(mem.search("budget", user_id="u", limit=50, filters={"n": {"gte": 25}})["results"]) == 5
     assert len(mem.get_all(user_id="u", filters={"n": {"$lt": 3}})) == 3
-    assert mem.search("budget", user_id="u", filters={"kind": "nothing"}) == []
+    assert mem.search("budget", user_id="u", filters={"kind": "nothing"})["results"] == []
     with pytest.raises(ValueError, match=r"filters\['n'\]: unknown operator"):
         mem.search("budget", user_id="u", filters={"n": {"near": 3}})
     with pytest.raises(ValueError, match="attributes.x"):
@@ -162,8 +188,8 @@ def test_explicit_gate_is_used(tmp_path):
     with Memory(path=tmp_path / "g", gate=ROOT / "checkpoints" / "memgate-minilm-l6", fsync=False) as m:
         m.add("The dentist appointment is on Tuesday.", user_id="u")
         hits = m.search("When is the dentist?", user_id="u")
-        assert m.retriever.gate is not None and hits.route.startswith("hybrid")
-        assert hits[0]["gate_score"] is not None
+        assert m.retriever.gate is not None and hits["route"].startswith("hybrid")
+        assert hits["results"][0]["gate_score"] is not None
 
 
 def test_preset_table_in_docs_matches_the_policy():
@@ -189,7 +215,7 @@ def test_qdrant_local_mode_warns_and_exits_without_traceback(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="memgate"):
         with Memory(store="qdrant", path=tmp_path / "q") as m:
             a = m.add("I park on level 3.", user_id="u", metadata={"car": "blue"})
-            assert m.search("Where did I park?", user_id="u", filters={"car": "blue"})[0]["id"] == a["id"]
+            assert m.search("Where did I park?", user_id="u", filters={"car": "blue"})["results"][0]["id"] == a["id"]
             m.delete(a["id"], user_id="u")
             assert m.get(a["id"], user_id="u") is None
             assert [e["event"] for e in m.history(a["id"], user_id="u")][-1] == "forgotten"

@@ -70,3 +70,21 @@ def test_rerank_defaults_to_the_released_gate():
     rows = memgate.rerank(QUERY, TEXTS)
     assert sorted(r["index"] for r in rows) == sorted(r["index"] for r in rows if not r.get("dropped"))
     assert all(np.isfinite(r["score"]) for r in rows) and len(rows) <= len(TEXTS)
+
+
+def test_gate_none_means_no_learned_gate_as_in_memory(tmp_path):
+    """One meaning for gate=None: no learned gate (cosine order, nothing dropped), in rerank as
+    in memgate.Memory; gate="released" is the released gate in both."""
+    enc = default_encoder()
+    q, V = enc.encode([QUERY], progress=False)[0], enc.encode(TEXTS, progress=False)
+    cos = V.astype(np.float64) @ q.astype(np.float64)
+    rows = memgate.rerank(QUERY, TEXTS, gate=None)
+    assert [r["index"] for r in rows] == np.argsort(-cos, kind="stable").tolist()
+    assert all(abs(r["score"] - r["cosine"]) < 1e-9 and r["suppression"] == 0 for r in rows)
+    assert [r["index"] for r in memgate.rerank(q, V, gate=None)] == [r["index"] for r in rows]
+    released = memgate.rerank(QUERY, TEXTS, gate="released", keep_dropped=True)
+    assert any(abs(r["score"] - r["cosine"]) > 1e-6 for r in released)  # the gate re-scored them
+    with memgate.Memory(path=tmp_path / "off", gate=None, fsync=False) as off, \
+            memgate.Memory(path=tmp_path / "on", gate="released", fsync=False) as on:
+        assert off.retriever.route == "namespace_kleene" and off.gate_decision.use is False
+        assert on.retriever.route.startswith("hybrid") and on.gate_decision.use is True

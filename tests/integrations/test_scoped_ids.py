@@ -23,7 +23,7 @@ def test_two_users_may_use_one_id_and_neither_sees_the_other(tmp_path):
         mem.delete("note-1", user_id="alice")
         assert mem.get("note-1", user_id="alice") is None
         assert mem.get("note-1", user_id="bob")["memory"] == "Bob's note about the late train."
-        hits = mem.search("train", user_id="bob", limit=5)
+        hits = mem.search("train", user_id="bob", limit=5)["results"]
         assert [h["id"] for h in hits] == ["note-1"]
         export_store(mem.store, tmp_path / "export")
     target = EmbeddedStore(tmp_path / "target", IDENT, audit=None, fsync=False)

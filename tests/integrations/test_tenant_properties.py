@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 
 from memgate.contract.defaults import MAX_LIMIT
 from tests.integrations.surfaces import PAIRS, NotFound, Refused, open_surface, pair_ids
+from tests.retriever.store_helpers import KINDS, HashEncoder, memory_args
 
 POOL_IDS = ("m-1", "m-2", "m-3")  # caller-chosen ids both tenants use
 TEXTS = ("My locker code is 4417.", "I'm vegetarian and allergic to peanuts.",
@@ -182,3 +183,46 @@ def test_property_nothing_of_one_tenant_is_observable_by_another(surface_name, k
                 assert users[other] not in _USER.findall(text), text
         prop()
 
+
+
+SCOPES = (None, "agent-1", "agent-2")  # agent_id / run_id values both tenants use
+
+
+@st.composite
+def scoped_adds(draw) -> list[tuple]:
+    """Adds by both tenants, each with an agent_id and a run_id drawn from the same small pools."""
+    return draw(st.lists(st.tuples(st.sampled_from("AB"), st.sampled_from(TEXTS), st.sampled_from(SCOPES),
+                                   st.sampled_from(SCOPES)), min_size=1, max_size=8))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_property_agent_and_run_ids_narrow_within_the_user_never_widen(kind, tmp_path):
+    """agent_id / run_id narrow within the user's namespace: what a scoped search, get_all or
+    delete_all sees is exactly the user's own memories carrying those values (the unscoped
+    answer filtered), never another tenant's, whatever the other tenant added with the same
+    agent and run ids."""
+    from memgate import Memory
+
+    with Memory(**memory_args(kind, tmp_path / "scoped"), encoder=HashEncoder(), gate=None, fsync=False) as m:
+        counter = iter(range(10**6))
+
+        @given(scoped_adds(), st.sampled_from(SCOPES), st.sampled_from(SCOPES))
+        def prop(adds, agent, run):
+            n = next(counter)
+            users = {"A": f"a{n}", "B": f"b{n}"}
+            mine = {}
+            for who, text, agent_id, run_id in adds:
+                added = m.add(text, user_id=users[who], agent_id=agent_id, run_id=run_id)
+                if who == "A":
+                    mine[added["id"]] = (agent_id, run_id)
+            scope = {k: v for k, v in (("agent_id", agent), ("run_id", run)) if v is not None}
+            expected = {i for i, (a, r) in mine.items()
+                        if (agent is None or a == agent) and (run is None or r == run)}
+            listed = m.get_all(user_id=users["A"], **scope)
+            assert {x["id"] for x in listed} == expected
+            assert all(x["user_id"] == users["A"] and all(x[k] == v for k, v in scope.items()) for x in listed)
+            hits = m.search("my locker code and the gym", user_id=users["A"], limit=MAX_LIMIT, **scope)["results"]
+            assert {h["id"] for h in hits} == expected
+            assert set(m.delete_all(user_id=users["A"], **scope)) == expected
+            assert {x["id"] for x in m.get_all(user_id=users["A"])} == set(mine) - expected
+        prop()

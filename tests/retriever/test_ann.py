@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("hnswlib")
 
-from memgate.retriever import EmbeddedStore, Memory  # noqa: E402
+from memgate.retriever import EmbeddedStore, StoredMemory  # noqa: E402
 
 DIM = 32
 IDENT = {"id": "test/enc", "revision": "r1", "normalize": True, "dim": DIM}
@@ -27,8 +27,8 @@ def store(tmp_path):
     big = unit(centre + 0.35 * rng.standard_normal((1500, DIM)))
     small = unit(centre + 1.5 * rng.standard_normal((40, DIM)))
     s = EmbeddedStore(tmp_path / "s", IDENT, fsync=False, audit=None, ann_threshold=500)
-    s.add_many([Memory(f"b{i:04d}", "big", f"big {i}") for i in range(len(big))], big, encoder=IDENT)
-    s.add_many([Memory(f"s{i:03d}", "small", f"small {i}") for i in range(len(small))], small, encoder=IDENT)
+    s.add_many([StoredMemory(f"b{i:04d}", "big", f"big {i}") for i in range(len(big))], big, encoder=IDENT)
+    s.add_many([StoredMemory(f"s{i:03d}", "small", f"small {i}") for i in range(len(small))], small, encoder=IDENT)
     yield s, centre
     s.close()
 
@@ -68,7 +68,7 @@ def test_forget_and_update_leave_the_graph(store):
     best = s.search(q, ["big"], 1, exact=False)[0][0]
     part = s._ann.parts[s._search_index.ns_code["big"]]
     label = s._search_index.pos[("big", best)]
-    directive = Memory("d1", "big", "forget directive")
+    directive = StoredMemory("d1", "big", "forget directive")
     s.forget(best, directive, unit(np.ones(DIM)), encoder=IDENT)
     with pytest.raises(RuntimeError):  # the label is gone from the graph right after the write
         part.graph.get_items([label])
@@ -87,7 +87,7 @@ def test_exact_stays_the_default(tmp_path):
     s = EmbeddedStore(tmp_path / "e", IDENT, fsync=False, audit=None, ann_threshold=10)
     rng = np.random.default_rng(1)
     V = unit(rng.standard_normal((50, DIM)))
-    s.add_many([Memory(f"m{i}", "n", "t") for i in range(50)], V, encoder=IDENT)
+    s.add_many([StoredMemory(f"m{i}", "n", "t") for i in range(50)], V, encoder=IDENT)
     assert s.search(V[0], ["n"], 5)[0][0] == "m0" and not s._ann.parts  # exact: no graph built
     s.close()
 
@@ -101,7 +101,7 @@ def test_approximate_search_reads_only_its_namespaces_metadata(store):
     stale = [i for i, _ in s.search(q, ["big"], 200)][::2]  # 100 of the best 200 become stale
     for memory_id in stale:
         s.update(memory_id, s.get(memory_id).revision, lifecycle_state="stale")
-    s.forget("b1499", Memory("d2", "big", "forget directive"), unit(np.ones(DIM)), encoder=IDENT)
+    s.forget("b1499", StoredMemory("d2", "big", "forget directive"), unit(np.ones(DIM)), encoder=IDENT)
     index = s._refresh_search_index()
     states = [index.state_code["stale"]]
     for name in ("big", "small"):

@@ -12,7 +12,7 @@ import pytest
 
 from benchmarks.fault_disk import FILE_STORES, damaged_vector_file, disk_full
 from benchmarks.fault_suite import Zygote, cas_races, kill_loop, late_open
-from memgate.retriever import EmbeddedStore, Memory
+from memgate.retriever import EmbeddedStore, StoredMemory
 from memgate.retriever.qdrant_store import QdrantStore
 from memgate.retriever.schema import DamagedStoreError, StoreFullError
 from tests import pg_test_server
@@ -61,7 +61,7 @@ class Killed(BaseException):
 
 
 def _batch(n, tag):
-    mems = [Memory(f"{tag}{i:02d}", "alice", f"{tag} record {i}") for i in range(n)]
+    mems = [StoredMemory(f"{tag}{i:02d}", "alice", f"{tag} record {i}") for i in range(n)]
     return mems, np.stack([vec(m.text) for m in mems])
 
 
@@ -98,14 +98,14 @@ def test_a_qdrant_batch_killed_mid_write_is_completed_on_open(tmp_path, stage):
     assert len(slots) == len(set(slots)) == 17 and max(slots) < int(reopened._meta()["next_slot"])
     assert reopened.version() == 3 and reopened.get("old00").kind == "before"
     # the store goes on: the next write takes fresh slots
-    more = reopened.add(Memory("after", "alice", "after the crash"), vec("after"), encoder=IDENT)
+    more = reopened.add(StoredMemory("after", "alice", "after the crash"), vec("after"), encoder=IDENT)
     assert more.revision == 1 and reopened.verify() == []
     reopened.close()
 
 
 def test_a_qdrant_forget_killed_mid_write_is_completed_on_open(tmp_path):
     store = QdrantStore("mem", IDENT, path=tmp_path / "qd")
-    store.add(Memory("secret", "alice", "my pin is 4321", markers=("4321",)), vec("s"), encoder=IDENT)
+    store.add(StoredMemory("secret", "alice", "my pin is 4321", markers=("4321",)), vec("s"), encoder=IDENT)
 
     def hook(name):
         if name == "after_journal":
@@ -113,13 +113,13 @@ def test_a_qdrant_forget_killed_mid_write_is_completed_on_open(tmp_path):
 
     store._fault_hook = hook
     with pytest.raises(Killed):
-        store.forget("secret", Memory("secret-f", "alice", "forget the pin"), vec("f"), encoder=IDENT)
+        store.forget("secret", StoredMemory("secret-f", "alice", "forget the pin"), vec("f"), encoder=IDENT)
     store.close()  # (the in-memory state goes with the process)
     reopened = QdrantStore("mem", IDENT, path=tmp_path / "qd")
     assert reopened.verify() == []
     assert reopened.get("secret").forgotten and reopened.get("secret-f").forgets == "secret"
     with pytest.raises(ValueError, match="repeats content forgotten"):
-        reopened.add(Memory("again", "alice", "the pin: 4321"), vec("a"), encoder=IDENT)
+        reopened.add(StoredMemory("again", "alice", "the pin: 4321"), vec("a"), encoder=IDENT)
     reopened.close()
 
 
@@ -145,12 +145,12 @@ def test_sqlites_own_disk_full_is_said_and_the_handle_writes_again(tmp_path):
     """The same through SQLite's page limit (SQLITE_FULL from the statement, not the commit):
     portable, no mount needed."""
     store = EmbeddedStore(tmp_path / "s", IDENT, fsync=False)
-    store.add(Memory("first", "alice", "the first note"), vec("first"), encoder=IDENT)
+    store.add(StoredMemory("first", "alice", "the first note"), vec("first"), encoder=IDENT)
     (pages,) = store._db.execute("PRAGMA page_count").fetchone()
     store._db.execute(f"PRAGMA max_page_count = {pages}")
     refused = 0
     for i in range(200):
-        m = Memory(f"m{i}", "alice", f"note {i} " + "words " * 200)
+        m = StoredMemory(f"m{i}", "alice", f"note {i} " + "words " * 200)
         try:
             store.add(m, vec(m.text), encoder=IDENT)
         except StoreFullError as exc:
@@ -161,7 +161,7 @@ def test_sqlites_own_disk_full_is_said_and_the_handle_writes_again(tmp_path):
                 break
     assert refused == 3
     store._db.execute(f"PRAGMA max_page_count = {pages * 1000}")
-    store.add(Memory("after", "alice", "after the disk was freed"), vec("after"), encoder=IDENT)
+    store.add(StoredMemory("after", "alice", "after the disk was freed"), vec("after"), encoder=IDENT)
     assert store.get("after", namespace="alice").text == "after the disk was freed" and store.verify() == []
     store.close()
 
@@ -189,7 +189,7 @@ def test_memgate_store_verify_reports_a_truncated_store_that_memory_refuses(tmp_
     identity = Encoder(EncoderConfig(cache_dir=None)).identity  # (the CLI's encoder; not loaded here)
     rows = np.random.default_rng(0).normal(size=(3, identity["dim"])).astype(np.float32)
     store = EmbeddedStore(tmp_path / "s", identity, fsync=False)
-    store.add_many([Memory(f"m{i}", "user:alice", f"note {i}") for i in range(3)],
+    store.add_many([StoredMemory(f"m{i}", "user:alice", f"note {i}") for i in range(3)],
                    rows / np.linalg.norm(rows, axis=1, keepdims=True), encoder=identity)
     store.close()
     vectors = tmp_path / "s" / "vectors.f32"

@@ -13,7 +13,7 @@ import pytest
 
 from memgate.contract.records import QueryContext
 from memgate.contract.text_normal import normal_tokens
-from memgate.retriever import AuditLog, Memory, SuppressedContentError
+from memgate.retriever import AuditLog, StoredMemory, SuppressedContentError
 from memgate.retriever.suppression import entries_for, matching
 from tests import pg_test_server
 from tests.retriever.store_helpers import IDENT, KINDS, make_retriever, make_store, vec
@@ -69,7 +69,7 @@ def test_a_forgotten_detail_cannot_be_added_again(tmp_path, kind):
     with pytest.raises(SuppressedContentError):
         r.correct("flight", 1, "Flight note: two sugars", principal="alice")
     with pytest.raises(SuppressedContentError):
-        r.store.add_many([Memory("ok", "alice", "fine"), Memory("bad", "alice", SECRET)],
+        r.store.add_many([StoredMemory("ok", "alice", "fine"), StoredMemory("bad", "alice", SECRET)],
                          np.stack([vec("ok"), vec("bad")]), encoder=IDENT)
     assert r.store.get("ok", namespace="alice") is None  # all or nothing
     result = r.retrieve(SECRET, ctx("q1"), k=10)

@@ -24,7 +24,7 @@ from pgvector.psycopg import register_vector
 
 from memgate.commands.store import main as store_cli
 from memgate.contract.records import QueryContext
-from memgate.retriever import AuditLog, Memory, StoreError
+from memgate.retriever import AuditLog, StoredMemory, StoreError
 from memgate.retriever.pg_connection import StoreUnavailableError, redact_url
 from memgate.retriever.pg_local import LocalServer
 from memgate.retriever.pg_store import PostgresStore, record_signature
@@ -123,7 +123,7 @@ def test_a_server_restart_under_a_client_is_a_clear_error_then_recovery(own_serv
 
         def while_down():
             for name, call in (("version", store.version),
-                               ("add", lambda: store.add(Memory("b", "alice", "down"), vec("b"), encoder=IDENT)),
+                               ("add", lambda: store.add(StoredMemory("b", "alice", "down"), vec("b"), encoder=IDENT)),
                                ("retrieve", lambda: r.retrieve("x", QueryContext(query_id="down", text="",
                                                                                  principal="alice"), k=3))):
                 with pytest.raises(StoreUnavailableError) as err:
@@ -180,8 +180,8 @@ def test_the_urls_password_appears_in_no_error_log_or_audit_line(tmp_path, caplo
             PostgresStore(url, IDENT, schema="pw")
         texts += [str(err.value), repr(err.value), str(err.value.__cause__), str(err.value.__context__)]
     store = PostgresStore(good, IDENT, schema="pw", audit=AuditLog(tmp_path / "audit.jsonl"))
-    store.add(Memory("m", "alice", "hello"), vec("m"), encoder=IDENT)
-    store.forget("m", Memory("m-f", "alice", "forget it"), vec("f"), encoder=IDENT)
+    store.add(StoredMemory("m", "alice", "hello"), vec("m"), encoder=IDENT)
+    store.forget("m", StoredMemory("m-f", "alice", "forget it"), vec("f"), encoder=IDENT)
     texts += [store.where, store._describe(), repr(store), (tmp_path / "audit.jsonl").read_text()]
     with pytest.raises(StoreError) as err:  # a statement error on the open connection
         store._rows("SELECT * FROM {s}.no_such_table")
@@ -206,7 +206,7 @@ def test_a_filter_keeping_1_percent_of_100k_rows_still_returns_k(tmp_path):
     vectors = rng.normal(size=(n, IDENT["dim"])).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     keep = rng.random(n) < 0.01
-    common, rare = (Memory("x", "bulk", "t", policy_tags=(tag,)) for tag in ("common", "rare"))
+    common, rare = (StoredMemory("x", "bulk", "t", policy_tags=(tag,)) for tag in ("common", "rare"))
     sig = {True: record_signature(rare), False: record_signature(common)}
     data = {flag: store._data(m) for flag, m in ((True, rare), (False, common))}
     with psycopg.connect(pg_test_server.url(), autocommit=True) as conn:

@@ -16,9 +16,9 @@ from memgate.contract.records import QueryContext
 from memgate.retriever import (
     AuditLog,
     EncoderMismatchError,
-    Memory,
     MemoryStore,
     StaleRevisionError,
+    StoredMemory,
     StoreError,
 )
 from memgate.retriever.pg_schema import POSTGRES_FORMAT, from_db, to_db
@@ -91,7 +91,7 @@ def test_it_shares_the_one_implementation_of_record_semantics():
 def test_text_values_round_trip_with_nul_and_backslashes(store):
     ns, text = "ns\x00with\\0nul\\", "a \x00 b \\0 c \\\\ d"
     assert from_db(to_db(ns)) == ns and to_db("a\\0") != to_db("a\x00")
-    store.add(Memory("m", ns, text, attributes={"k\x00": "v\\0"}), vec(text), encoder=IDENT)
+    store.add(StoredMemory("m", ns, text, attributes={"k\x00": "v\\0"}), vec(text), encoder=IDENT)
     got = store.get("m", namespace=ns)
     assert (got.namespace, got.text, got.attributes) == (ns, text, {"k\x00": "v\\0"})
     assert store.search(vec(text), [ns], 1)[0][0] == "m" and store.search(vec(text), ["ns"], 1) == []
@@ -105,9 +105,9 @@ class Killed(BaseException):
 
 
 def test_a_batch_is_one_transaction(store):
-    store.add(Memory("kept", "alice", "kept"), vec("kept"), encoder=IDENT)
+    store.add(StoredMemory("kept", "alice", "kept"), vec("kept"), encoder=IDENT)
     version = store.version()
-    batch = [Memory(f"b{i}", "alice", f"batch {i}") for i in range(5)] + [Memory("kept", "alice", "again")]
+    batch = [StoredMemory(f"b{i}", "alice", f"batch {i}") for i in range(5)] + [StoredMemory("kept", "alice", "again")]
     with pytest.raises(ValueError, match="already exists"):
         store.add_many(batch, np.stack([vec(m.text) for m in batch]), encoder=IDENT)
     assert store.version() == version and store.ids() == ["kept"]
@@ -120,7 +120,7 @@ def test_a_batch_is_one_transaction(store):
     with pytest.raises(Killed):
         store.add_many(batch[:5], np.stack([vec(m.text) for m in batch[:5]]), encoder=IDENT)
     with pytest.raises(Killed):
-        store.forget("kept", Memory("kept-f", "alice", "forget it"), vec("f"), encoder=IDENT)
+        store.forget("kept", StoredMemory("kept-f", "alice", "forget it"), vec("f"), encoder=IDENT)
     store._fault_hook = None
     assert store.version() == version and store.ids() == ["kept"] and store.get("kept").text == "kept"
     assert store.export_suppression()["entries"] == [] and store.verify() == []
@@ -149,7 +149,7 @@ def test_forget_erases_everything_in_the_directives_transaction(store):
 
 
 def test_cas_is_a_conditional_update(store):
-    store.add(Memory("m", "alice", "v1"), vec("v1"), encoder=IDENT)
+    store.add(StoredMemory("m", "alice", "v1"), vec("v1"), encoder=IDENT)
     store.update("m", 1, kind="note")
     with pytest.raises(StaleRevisionError):
         store.update("m", 1, kind="other")
@@ -166,7 +166,7 @@ def test_cas_is_a_conditional_update(store):
 
 def test_the_kleene_exclusions_go_as_signatures_not_as_ids(tmp_path, store):
     n = 300
-    mems = [Memory(f"m{i:03d}", "alice", f"fact {i}", policy_tags=("personal",) if i % 3 else ("work",))
+    mems = [StoredMemory(f"m{i:03d}", "alice", f"fact {i}", policy_tags=("personal",) if i % 3 else ("work",))
             for i in range(n)]
     vectors = np.stack([vec(m.text) for m in mems])
     embedded = make_store("embedded", tmp_path)
@@ -201,7 +201,7 @@ def test_exact_search_is_brute_force_with_ties_by_id(store):
     rng = np.random.default_rng(3)
     vectors = rng.normal(size=(60, DIM)).astype(np.float32)
     vectors[40:45] = vectors[5]  # five ties with m05
-    mems = [Memory(f"m{i:02d}", ("alice", "bob")[i % 2], f"t{i}") for i in range(60)]
+    mems = [StoredMemory(f"m{i:02d}", ("alice", "bob")[i % 2], f"t{i}") for i in range(60)]
     store.add_many(mems, vectors, encoder=IDENT)
     q = vectors[5] / np.linalg.norm(vectors[5])
     unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
@@ -248,8 +248,8 @@ def test_sql_like_ids_namespaces_and_metadata_keys_on_every_surface(tmp_path):
 
 def test_audit_events_commit_with_their_write_and_verify_finds_tampering(tmp_path):
     store = make_store("postgres", tmp_path, audit=AuditLog(tmp_path / "audit.jsonl"))
-    store.add(Memory("m", "alice", "hello there", markers=("there",)), vec("m"), encoder=IDENT)
-    store.forget("m", Memory("m-f", "alice", "forget it"), vec("f"), encoder=IDENT)
+    store.add(StoredMemory("m", "alice", "hello there", markers=("there",)), vec("m"), encoder=IDENT)
+    store.forget("m", StoredMemory("m-f", "alice", "forget it"), vec("f"), encoder=IDENT)
     events = [e["event"] for e in store.audit.events()]
     assert events == ["stored", "forgotten", "stored"]
     assert sql(psycopg.sql.SQL("SELECT count(*) FROM {}.outbox").format(psycopg.sql.Identifier(store.schema)))[0][0] == 0
@@ -272,9 +272,9 @@ def test_a_closed_store_says_so(store):
 def test_a_failed_vacuum_after_a_forget_warns_and_keeps_the_forget(store, caplog):
     """VACUUM runs after the commit (it cannot run inside a transaction): when it fails (a role
     that does not own the table, say), the forget stands and the store says so once."""
-    store.add(Memory("m", "alice", "a detail to forget"), vec("m"), encoder=IDENT)
+    store.add(StoredMemory("m", "alice", "a detail to forget"), vec("m"), encoder=IDENT)
     store._sql["VACUUM (INDEX_CLEANUP ON) {s}.records"] = psycopg.sql.SQL("VACUUM no_such_schema.no_such_table")
-    directive = store.forget("m", Memory("m-f", "alice", "forget it"), vec("f"), encoder=IDENT)
+    directive = store.forget("m", StoredMemory("m-f", "alice", "forget it"), vec("f"), encoder=IDENT)
     assert store.get("m").forgotten and store.get(directive.memory_id) is not None
     assert "stay in the data files until the next (auto)vacuum" in caplog.text
 
@@ -284,12 +284,12 @@ def test_compact_leaves_no_erased_bytes_in_any_data_file(tmp_path, store):
     100,000 records bench_postgres found a forgotten vector in the TOAST table's free space);
     compact() rewrites the tables, so no data file of the store holds the detail any more."""
     rng = np.random.default_rng(5)
-    filler = [Memory(f"f{i}", "alice", f"filler {i} " + "x" * 3000) for i in range(40)]  # (TOASTed rows)
+    filler = [StoredMemory(f"f{i}", "alice", f"filler {i} " + "x" * 3000) for i in range(40)]  # (TOASTed rows)
     store.add_many(filler, rng.normal(size=(40, DIM)), encoder=IDENT)
     secret = "the vault combination is 31-07-62 " + "y" * 3000
-    store.add(Memory("vault", "alice", secret), vec("vault"), encoder=IDENT)
+    store.add(StoredMemory("vault", "alice", secret), vec("vault"), encoder=IDENT)
     stored = store.vectors_for(["vault"])["vault"].astype("<f4").tobytes()
-    store.forget("vault", Memory("vault-f", "alice", "forget the combination"), vec("f"), encoder=IDENT)
+    store.forget("vault", StoredMemory("vault-f", "alice", "forget the combination"), vec("f"), encoder=IDENT)
     store.compact()
     files = pg_test_server.relation_files(store.schema)
     assert files and not any(b"31-07-62" in p.read_bytes() or stored in p.read_bytes() for p in files)

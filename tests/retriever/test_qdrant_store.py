@@ -24,10 +24,10 @@ from memgate.retriever import (
     EncoderMismatchError,
     ForgottenMemoryError,
     GatedRetriever,
-    Memory,
     MemoryStore,
     RetrieverConfig,
     StaleRevisionError,
+    StoredMemory,
     Supersedes,
     UnknownMemoryError,
 )
@@ -76,7 +76,7 @@ def both(tmp_path):
 def populate(stores, n=120, seed=0):
     rng = np.random.default_rng(seed)
     vecs = rng.normal(size=(n, DIM)).astype(np.float32)
-    mems = [Memory(f"m{i:03d}", ("alice", "bob", "carol")[i % 3], f"fact number {i}",
+    mems = [StoredMemory(f"m{i:03d}", ("alice", "bob", "carol")[i % 3], f"fact number {i}",
                    policy_tags=("personal",) if i % 5 else None) for i in range(n)]
     for s in stores:
         s.add_many(mems, vecs, encoder=IDENT)
@@ -96,7 +96,7 @@ def test_identical_rankings_exact_mode(tmp_path):
     # some lifecycle so the Kleene exclusion has something to do
     for s in (emb, qd):
         s.retire("m004", 1)
-        s.add(Memory("m900", "alice", "replacement", supersedes=(Supersedes("m009", expected_revision=1),)),
+        s.add(StoredMemory("m900", "alice", "replacement", supersedes=(Supersedes("m009", expected_revision=1),)),
               vecs[9] + 0.01, encoder=IDENT)
     enc = FakeEncoder()
     cfg = RetrieverConfig(acl=ACL)
@@ -127,8 +127,8 @@ def test_identical_rankings_exact_mode(tmp_path):
 def test_namespace_filter_cannot_be_bypassed(qstore):
     rng = np.random.default_rng(2)
     target = rng.normal(size=DIM)
-    qstore.add(Memory("bob-secret", "bob", "bob's pin is 4321"), target, encoder=IDENT)
-    qstore.add_many([Memory(f"a{i}", "alice", f"alice {i}") for i in range(30)],
+    qstore.add(StoredMemory("bob-secret", "bob", "bob's pin is 4321"), target, encoder=IDENT)
+    qstore.add_many([StoredMemory(f"a{i}", "alice", f"alice {i}") for i in range(30)],
                     rng.normal(size=(30, DIM)), encoder=IDENT)
     # the query *is* bob's vector: an after-the-fact filter over a global top-k would see it first
     hits = qstore.search(target, ["alice"], 5)
@@ -181,7 +181,7 @@ def test_forgotten_detail_gone_from_points_and_payloads(tmp_path):
 
 def test_cas_conflicts(qstore):
     rng = np.random.default_rng(3)
-    qstore.add(Memory("m", "alice", "v1"), rng.normal(size=DIM), encoder=IDENT)
+    qstore.add(StoredMemory("m", "alice", "v1"), rng.normal(size=DIM), encoder=IDENT)
     m2 = qstore.update("m", 1, kind="note")
     assert m2.revision == 2
     with pytest.raises(StaleRevisionError) as err:
@@ -190,12 +190,12 @@ def test_cas_conflicts(qstore):
     with pytest.raises(StaleRevisionError):
         qstore.correct("m", 1, "v2", rng.normal(size=DIM), encoder=IDENT)
     with pytest.raises(StaleRevisionError):  # a stale supersession link applies nothing
-        qstore.add(Memory("n", "alice", "new", supersedes=(Supersedes("m", expected_revision=1),)),
+        qstore.add(StoredMemory("n", "alice", "new", supersedes=(Supersedes("m", expected_revision=1),)),
                    rng.normal(size=DIM), encoder=IDENT)
     assert qstore.get("n") is None and qstore.get("m").lifecycle_state == "current"
     v_before = qstore.version()
     with pytest.raises(StaleRevisionError):
-        qstore.forget("m", Memory("f", "alice", "forget"), rng.normal(size=DIM), encoder=IDENT,
+        qstore.forget("m", StoredMemory("f", "alice", "forget"), rng.normal(size=DIM), encoder=IDENT,
                       expected_revision=1)
     assert qstore.version() == v_before and qstore.get("m").text == "v1"
 
@@ -204,11 +204,11 @@ def test_encoder_mismatch_refused(tmp_path):
     store = QdrantStore("mem", IDENT, path=tmp_path / "qd")
     other = {**IDENT, "revision": "2"}
     with pytest.raises(EncoderMismatchError):
-        store.add(Memory("m", "alice", "x"), np.ones(DIM), encoder=other)
+        store.add(StoredMemory("m", "alice", "x"), np.ones(DIM), encoder=other)
     with pytest.raises(EncoderMismatchError):
         GatedRetriever(store, FakeEncoder(other))
     with pytest.raises(ValueError):
-        store.add(Memory("m", "alice", "x"), np.ones(DIM + 1), encoder=IDENT)
+        store.add(StoredMemory("m", "alice", "x"), np.ones(DIM + 1), encoder=IDENT)
     store.close()
     with pytest.raises(EncoderMismatchError):
         QdrantStore("mem", other, path=tmp_path / "qd")
@@ -224,19 +224,19 @@ def test_record_semantics_match_embedded_store(tmp_path):
     V = rng.normal(size=(10, DIM))
     scope = SupersessionScope(subject="dentist", valid_from="2026-01-01", valid_to=None)
     for s in (emb, qd):
-        s.add(Memory("src", "alice", "dentist on monday", applicability=Applicability(subject="dentist")),
+        s.add(StoredMemory("src", "alice", "dentist on monday", applicability=Applicability(subject="dentist")),
               V[0], encoder=IDENT)
-        s.add(Memory("d1", "alice", "plan around monday", derived_from=("src",)), V[1], encoder=IDENT)
-        s.add(Memory("d2", "alice", "reminder for the plan", derived_from=("d1",)), V[2], encoder=IDENT)
-        s.add(Memory("new", "alice", "dentist on tuesday", supersedes=(Supersedes("src", scope, 1),)),
+        s.add(StoredMemory("d1", "alice", "plan around monday", derived_from=("src",)), V[1], encoder=IDENT)
+        s.add(StoredMemory("d2", "alice", "reminder for the plan", derived_from=("d1",)), V[2], encoder=IDENT)
+        s.add(StoredMemory("new", "alice", "dentist on tuesday", supersedes=(Supersedes("src", scope, 1),)),
               V[3], encoder=IDENT)
         s.mark_reviewed("d2", s.get("d2").revision)
         s.correct("d1", s.get("d1").revision, "plan around tuesday", V[4], encoder=IDENT)
         s.retire("new", 1)
-        s.add(Memory("other", "bob", "bob's thing"), V[5], encoder=IDENT)
+        s.add(StoredMemory("other", "bob", "bob's thing"), V[5], encoder=IDENT)
         with pytest.raises(UnknownMemoryError):  # supersession stays inside a namespace (ids are
-            s.add(Memory("x", "bob", "cross", supersedes=(Supersedes("new"),)), V[6], encoder=IDENT)  # scoped)
-        s.forget("d1", Memory("d1-f", "alice", "forget the plan"), V[7], encoder=IDENT)
+            s.add(StoredMemory("x", "bob", "cross", supersedes=(Supersedes("new"),)), V[6], encoder=IDENT)  # scoped)
+        s.forget("d1", StoredMemory("d1-f", "alice", "forget the plan"), V[7], encoder=IDENT)
     ids = emb.ids()
     assert ids == qd.ids()
     a, b = emb.get_many(ids), qd.get_many(ids)
@@ -288,11 +288,11 @@ def test_search_filters_before_truncation(tmp_path, kind):
     q /= np.linalg.norm(q)
     near = q + 0.05 * rng.normal(size=(40, DIM))  # 40 records right next to the query ...
     far = rng.normal(size=(12, DIM))  # ... and 12 anywhere
-    store.add_many([Memory(f"b{i:02d}", "bob", f"bob {i}") for i in range(30)], near[:30], encoder=IDENT)
-    store.add_many([Memory(f"s{i:02d}", "alice", f"old {i}") for i in range(10)], near[30:], encoder=IDENT)
+    store.add_many([StoredMemory(f"b{i:02d}", "bob", f"bob {i}") for i in range(30)], near[:30], encoder=IDENT)
+    store.add_many([StoredMemory(f"s{i:02d}", "alice", f"old {i}") for i in range(10)], near[30:], encoder=IDENT)
     for i in range(10):
         store.retire(f"s{i:02d}", 1)
-    store.add_many([Memory(f"a{i:02d}", "alice", f"alice {i}") for i in range(12)], far, encoder=IDENT)
+    store.add_many([StoredMemory(f"a{i:02d}", "alice", f"alice {i}") for i in range(12)], far, encoder=IDENT)
     top_all = store.search(q, ["alice", "bob"], 40)
     assert {h[0][0] for h in top_all} == {"b", "s"}  # the unfiltered top 40: none readable below
     hits = store.search(q, ["alice"], 5, exclude_states=("stale",))
@@ -331,8 +331,8 @@ def test_no_public_store_call_bypasses_the_namespace_filter(tmp_path, kind):
     store = stores[kind]
     rng = np.random.default_rng(7)
     secret = rng.normal(size=DIM)
-    store.add(Memory("bob-secret", "bob", "bob's pin is 4321", markers=("4321",)), secret, encoder=IDENT)
-    store.add_many([Memory(f"a{i}", "alice", f"alice {i}") for i in range(8)],
+    store.add(StoredMemory("bob-secret", "bob", "bob's pin is 4321", markers=("4321",)), secret, encoder=IDENT)
+    store.add_many([StoredMemory(f"a{i}", "alice", f"alice {i}") for i in range(8)],
                    rng.normal(size=(8, DIM)), encoder=IDENT)
     for empty in ([], (), None, set()):
         with pytest.raises(PermissionError):
@@ -393,7 +393,7 @@ def test_identical_gated_rankings_exact_mode(tmp_path):
     vecs = populate([emb, qd], n=90, seed=8)
     for s in (emb, qd):
         s.retire("m003", 1)
-        s.forget("m006", Memory("m006-f", "alice", "forget it"), vecs[7], encoder=IDENT)
+        s.forget("m006", StoredMemory("m006-f", "alice", "forget it"), vecs[7], encoder=IDENT)
     enc = FakeEncoder()
     cfg = RetrieverConfig(acl=ACL, rerank_depth=7, fail_mode="open",
                           policy_rules={"personal": {"reason": "purpose", "allow_only": ["chat"]}})

@@ -30,9 +30,9 @@ from memgate.retriever import (
     EncoderMismatchError,
     ForgottenMemoryError,
     GatedRetriever,
-    Memory,
     RetrieverConfig,
     StaleRevisionError,
+    StoredMemory,
     Supersedes,
     format_trail,
     operator_trail,
@@ -504,7 +504,7 @@ _WRITER = textwrap.dedent(
     """
     import os, signal, sys
     import numpy as np
-    from memgate.retriever import EmbeddedStore, Memory
+    from memgate.retriever import EmbeddedStore, StoredMemory
     path, stage, at = sys.argv[1], sys.argv[2], int(sys.argv[3])
     ident = {"id": "test-encoder", "revision": "1", "normalize": True, "dim": 64}
     store = EmbeddedStore(path, ident)
@@ -516,7 +516,7 @@ _WRITER = textwrap.dedent(
     rng = np.random.default_rng(0)
     for i in range(10**6):
         count["n"] = i
-        store.add(Memory(f"m{i:05d}", "ns", f"memory number {i} " + "x" * 500), rng.normal(size=64),
+        store.add(StoredMemory(f"m{i:05d}", "ns", f"memory number {i} " + "x" * 500), rng.normal(size=64),
                   encoder=ident)
         print(f"m{i:05d}", flush=True)
     """
@@ -555,7 +555,7 @@ def test_kill_mid_write_loses_no_committed_record(tmp_path, stage):
     stored = [e["memory_id"] for e in store.audit.events() if e["event"] == "stored"]
     assert sorted(stored) == ids  # exactly once each (a replayed outbox line is deduplicated)
     # the store keeps working, and the orphaned slot is reused, not exposed
-    store.add(Memory("fresh", "ns", "after the crash"), np.ones(64), encoder=ident)
+    store.add(StoredMemory("fresh", "ns", "after the crash"), np.ones(64), encoder=ident)
     assert store.verify() == [] and len(store) == len(ids) + 1
 
 
@@ -578,9 +578,9 @@ def test_encoder_mismatch_is_refused(tmp_path, encoder):
     with pytest.raises(EncoderMismatchError, match="revision"):
         EmbeddedStore(tmp_path / "store", other)
     with pytest.raises(EncoderMismatchError, match="write"):
-        r.store.add(Memory("x", "alice", "text"), np.ones(ident["dim"]), encoder=other)
+        r.store.add(StoredMemory("x", "alice", "text"), np.ones(ident["dim"]), encoder=other)
     with pytest.raises(ValueError, match="dim"):
-        r.store.add(Memory("x", "alice", "text"), np.ones(12), encoder=ident)
+        r.store.add(StoredMemory("x", "alice", "text"), np.ones(12), encoder=ident)
 
     class OtherEncoder:  # an encoder whose identity differs (e.g. normalisation off)
         identity = {**ident, "normalize": False}
@@ -610,18 +610,18 @@ def test_other_writers_are_seen_and_batches_are_atomic(tmp_path, encoder):
     populate(r)
     other = EmbeddedStore(tmp_path / "store", encoder.identity)  # another connection / process
     v = encoder.encode(["My gym locker code is 4711."], progress=False)[0]
-    other.add(Memory("a-locker", "alice", "My gym locker code is 4711.", policy_tags=["personal"]),
+    other.add(StoredMemory("a-locker", "alice", "My gym locker code is 4711.", policy_tags=["personal"]),
               v, encoder=encoder.identity)
     assert r.retrieve("gym locker code", ctx(), k=1).ids == ["a-locker"]
     directive = encoder.encode(["Forget the locker code."], progress=False)[0]
-    other.forget("a-locker", Memory("a-locker-forget", "alice", "Forget the locker code.",
+    other.forget("a-locker", StoredMemory("a-locker-forget", "alice", "Forget the locker code.",
                                     policy_tags=["personal"]), directive, encoder=encoder.identity)
     result = r.retrieve("gym locker code", ctx(), k=3)
     assert "a-locker" not in result.ids and "a-locker" not in r._index_ids()
     assert "a-locker-forget" in result.ids
     # a batch is all or nothing
     n = len(other)
-    batch = [Memory("x1", "alice", "one"), Memory("a-phone", "alice", "duplicate id")]
+    batch = [StoredMemory("x1", "alice", "one"), StoredMemory("a-phone", "alice", "duplicate id")]
     with pytest.raises(ValueError, match="already exists"):
         other.add_many(batch, np.ones((2, v.shape[0])), encoder=encoder.identity)
     assert len(other) == n and other.get("x1") is None and other.verify() == []

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from memgate.contract.records import QueryContext
-from memgate.retriever import EmbeddedStore, GatedRetriever, Memory, RetrieverConfig
+from memgate.retriever import EmbeddedStore, GatedRetriever, RetrieverConfig, StoredMemory
 from memgate.retriever.qdrant_store import QDRANT_FORMAT, VECTOR_NAME, QdrantStore, point_id
 from memgate.retriever.store import STORE_FORMAT
 
@@ -74,10 +74,10 @@ def check_migrated(store) -> None:
     store.correct("a-card", store.get("a-card", namespace="alice").revision, "Contact card, corrected.",
                   FixtureEncoder().encode(["x"])[0], encoder=IDENT, namespace="alice")
     # scoped ids now: bob may take an id alice uses, and the suppression list works on the store
-    store.add(Memory("a-trip", "bob", "Bob's own a-trip."), np.ones(16), encoder=IDENT)
-    store.forget("b-trip", Memory("b-trip-f", "bob", "forget that trip"), np.ones(16), encoder=IDENT)
+    store.add(StoredMemory("a-trip", "bob", "Bob's own a-trip."), np.ones(16), encoder=IDENT)
+    store.forget("b-trip", StoredMemory("b-trip-f", "bob", "forget that trip"), np.ones(16), encoder=IDENT)
     with pytest.raises(ValueError, match="repeats content forgotten"):
-        store.add(Memory("again", "bob", "Bob's trip to Lisbon is in September."), np.ones(16), encoder=IDENT)
+        store.add(StoredMemory("again", "bob", "Bob's trip to Lisbon is in September."), np.ones(16), encoder=IDENT)
     r = GatedRetriever(store, FixtureEncoder(), config=RetrieverConfig(acl={"alice": {"alice"}}))
     result = r.retrieve("Lisbon trip", QueryContext(query_id="q", text="", principal="alice"), k=5)
     assert "a-trip-new" in result.ids and "a-phone" not in result.ids
@@ -152,16 +152,16 @@ def check_still_refused(store) -> None:
     for text in (FORGOTTEN_V2, "my LOCKER code is 4417!", "new code: X4417", "4\u200b417 again",
                  "my l\u043ecker code is \u0664\u0664\u0661\u0667", "pin_4417"):
         with pytest.raises(SuppressedContentError, match="repeats content forgotten in namespace 'alice'"):
-            store.add(Memory("again", "alice", text), v, encoder=IDENT)
-    store.add(Memory("b-new", "bob", "Bob's new locker code is 4417."), v, encoder=IDENT)  # per namespace
+            store.add(StoredMemory("again", "alice", text), v, encoder=IDENT)
+    store.add(StoredMemory("b-new", "bob", "Bob's new locker code is 4417."), v, encoder=IDENT)  # per namespace
     assert store.get("a-locker", namespace="alice").forgotten
     # a new forget writes version-2 entries beside the old ones; both are checked
-    store.add(Memory("a-gate", "alice", "The gate code is 9921."), v, encoder=IDENT)
-    store.forget("a-gate", Memory("a-gate-f", "alice", "forget the gate"), v, encoder=IDENT)
+    store.add(StoredMemory("a-gate", "alice", "The gate code is 9921."), v, encoder=IDENT)
+    store.forget("a-gate", StoredMemory("a-gate-f", "alice", "forget the gate"), v, encoder=IDENT)
     assert sorted({e.version for e in store._suppressed(["alice"])}) == [1, 2]
     for text in ("THE GATE CODE IS 99-21", FORGOTTEN_V2):
         with pytest.raises(SuppressedContentError):
-            store.add(Memory("again", "alice", text), v, encoder=IDENT)
+            store.add(StoredMemory("again", "alice", text), v, encoder=IDENT)
     assert store.verify() == []
 
 

@@ -18,7 +18,7 @@ from memgate.contract.records import QueryContext
 from memgate.datasets.real.locomo import read_locomo
 from memgate.datasets.real.testing import require_real_data
 from memgate.model.gate import MemGate, MemGateConfig
-from memgate.retriever import Applicability, GatedRetriever, Memory, RetrieverConfig, Supersedes
+from memgate.retriever import Applicability, GatedRetriever, RetrieverConfig, StoredMemory, Supersedes
 from tests.retriever.store_helpers import DIM, IDENT, KINDS, make_store
 
 REPO = Path(__file__).resolve().parents[2]
@@ -94,7 +94,7 @@ def test_a_locomo_report_slice_ranks_the_same_on_every_store(tmp_path, encoder):
     texts = [f"{t.speaker}: {t.text}" for t in turns]
     vectors = encoder.encode(texts)
     speakers = sorted({t.speaker for t in turns})
-    mems = [Memory(t.dia_id, f"conv:{t.speaker}" if i % 7 == 0 else "conv", text,
+    mems = [StoredMemory(t.dia_id, f"conv:{t.speaker}" if i % 7 == 0 else "conv", text,
                    policy_tags=("personal",) if i % 5 == 0 else ("general",), observed_at=t.created_at)
             for i, (t, text) in enumerate(zip(turns, texts))]
     config = RetrieverConfig(acl={"reader": {"conv", *(f"conv:{s}" for s in speakers)}},
@@ -125,18 +125,18 @@ def test_one_write_sequence_leaves_the_same_records_on_every_store(tmp_path):
     scope = SupersessionScope(subject="dentist", valid_from="2026-01-01", valid_to=None)
     stores = [make_store(kind, tmp_path) for kind in KINDS]
     for s in stores:
-        s.add(Memory("src", "alice", "dentist on monday", applicability=Applicability(subject="dentist")),
+        s.add(StoredMemory("src", "alice", "dentist on monday", applicability=Applicability(subject="dentist")),
               V[0], encoder=IDENT)
-        s.add(Memory("d1", "alice", "plan around monday", derived_from=("src",)), V[1], encoder=IDENT)
-        s.add(Memory("d2", "alice", "reminder for the plan", derived_from=("d1",)), V[2], encoder=IDENT)
-        s.add(Memory("new", "alice", "dentist on tuesday", supersedes=(Supersedes("src", scope, 1),)),
+        s.add(StoredMemory("d1", "alice", "plan around monday", derived_from=("src",)), V[1], encoder=IDENT)
+        s.add(StoredMemory("d2", "alice", "reminder for the plan", derived_from=("d1",)), V[2], encoder=IDENT)
+        s.add(StoredMemory("new", "alice", "dentist on tuesday", supersedes=(Supersedes("src", scope, 1),)),
               V[3], encoder=IDENT)
         s.mark_reviewed("d2", s.get("d2").revision)
         s.correct("d1", s.get("d1").revision, "plan around tuesday", V[4], encoder=IDENT)
         s.retire("new", 1)
-        s.add(Memory("other", "bob", "bob's thing"), V[5], encoder=IDENT)
-        s.add(Memory("src", "bob", "the same id in another namespace"), V[6], encoder=IDENT)
-        s.forget("d1", Memory("d1-f", "alice", "forget the plan"), V[7], encoder=IDENT)
+        s.add(StoredMemory("other", "bob", "bob's thing"), V[5], encoder=IDENT)
+        s.add(StoredMemory("src", "bob", "the same id in another namespace"), V[6], encoder=IDENT)
+        s.forget("d1", StoredMemory("d1-f", "alice", "forget the plan"), V[7], encoder=IDENT)
     first = stores[0]
     keys = sorted((e.namespace, e.memory_id) for e in first.changes_since(0)[1])
     for s in stores[1:]:

@@ -12,8 +12,8 @@ from memgate.contract.records import QueryContext
 from memgate.retriever import (
     MAX_TEXT_CHARS,
     AmbiguousMemoryError,
-    Memory,
     StaleRevisionError,
+    StoredMemory,
     UnknownMemoryError,
 )
 from tests.retriever.store_helpers import IDENT, KINDS, make_retriever, make_store, vec
@@ -26,19 +26,19 @@ def ctx(qid, principal="alice", namespaces=None):
 @pytest.mark.parametrize("kind", KINDS)
 def test_another_tenants_id_answers_like_a_free_id_in_the_store(tmp_path, kind):
     store = make_store(kind, tmp_path)
-    store.add(Memory("b-secret", "bob", "bob's pin is 4321"), vec("b"), encoder=IDENT)
+    store.add(StoredMemory("b-secret", "bob", "bob's pin is 4321"), vec("b"), encoder=IDENT)
     outcomes = {}
     for memory_id in ("b-secret", "never-used"):  # a tenant's id and a free one
-        stored = store.add(Memory(memory_id, "alice", f"alice note {memory_id}"), vec(memory_id), encoder=IDENT)
-        directive = store.forget(memory_id, Memory(f"{memory_id}-f" if memory_id != "b-secret" else "b-secret-2",
+        stored = store.add(StoredMemory(memory_id, "alice", f"alice note {memory_id}"), vec(memory_id), encoder=IDENT)
+        directive = store.forget(memory_id, StoredMemory(f"{memory_id}-f" if memory_id != "b-secret" else "b-secret-2",
                                                    "alice", "forget that note"), vec("f" + memory_id),
                                  encoder=IDENT)
         outcomes[memory_id] = (stored.revision, stored.namespace, directive.kind)
     assert outcomes["b-secret"] == outcomes["never-used"] == (1, "alice", "forget_directive")
     # the directive may take another tenant's id too
-    store.add(Memory("x", "alice", "alice x"), vec("x"), encoder=IDENT)
-    assert store.forget("x", Memory("b-secret-3", "alice", "forget x"), vec("fx"), encoder=IDENT).memory_id == "b-secret-3"
-    store.add(Memory("b-secret-3", "bob", "bob's own record"), vec("b3"), encoder=IDENT)
+    store.add(StoredMemory("x", "alice", "alice x"), vec("x"), encoder=IDENT)
+    assert store.forget("x", StoredMemory("b-secret-3", "alice", "forget x"), vec("fx"), encoder=IDENT).memory_id == "b-secret-3"
+    store.add(StoredMemory("b-secret-3", "bob", "bob's own record"), vec("b3"), encoder=IDENT)
     # bob's record is untouched, and the id is now ambiguous without a namespace
     assert store.get("b-secret", namespace="bob").text == "bob's pin is 4321"
     assert store.get("b-secret", namespace="alice").forgotten
@@ -48,8 +48,8 @@ def test_another_tenants_id_answers_like_a_free_id_in_the_store(tmp_path, kind):
         store.get_many(["b-secret"])
     assert set(store.get_many(["b-secret", "x"], namespace="alice")) == {"b-secret", "x"}
     # same id, two namespaces: both searchable, each inside its own namespace only
-    store.add(Memory("shared", "alice", "alice shared"), vec("s"), encoder=IDENT)
-    store.add(Memory("shared", "bob", "bob shared"), vec("s"), encoder=IDENT)
+    store.add(StoredMemory("shared", "alice", "alice shared"), vec("s"), encoder=IDENT)
+    store.add(StoredMemory("shared", "bob", "bob shared"), vec("s"), encoder=IDENT)
     assert store.search(vec("s"), ["alice"], 1, with_namespace=True)[0][::2] == ("shared", "alice")
     assert store.search(vec("s"), ["bob"], 1, with_namespace=True)[0][::2] == ("shared", "bob")
     both = store.search(vec("s"), ["alice", "bob"], 2, with_namespace=True)
@@ -62,9 +62,9 @@ def test_another_tenants_id_answers_like_a_free_id_in_the_store(tmp_path, kind):
     with pytest.raises(StaleRevisionError):
         store.update("shared", 1, namespace="bob", kind="again")
     # a supersession names a record of its own namespace only
-    store.add(Memory("bob-only", "bob", "bob only"), vec("bo"), encoder=IDENT)
+    store.add(StoredMemory("bob-only", "bob", "bob only"), vec("bo"), encoder=IDENT)
     with pytest.raises(UnknownMemoryError):
-        store.add(Memory("y", "alice", "replaces bob's", supersedes=({"memory_id": "bob-only"},)),
+        store.add(StoredMemory("y", "alice", "replaces bob's", supersedes=({"memory_id": "bob-only"},)),
                   vec("y"), encoder=IDENT)
     assert store.verify() == []
     store.close()
@@ -146,7 +146,7 @@ def test_memory_text_beyond_the_limit_is_refused(tmp_path, kind):
     with pytest.raises(ValueError, match="beyond the limit"):
         r.add_many(["short", long], namespace="alice", principal="alice")
     with pytest.raises(ValueError, match="field 'text'.*beyond the limit"):
-        store.add(Memory("m", "alice", long), vec("m"), encoder=IDENT)
+        store.add(StoredMemory("m", "alice", long), vec("m"), encoder=IDENT)
     r.add("x" * MAX_TEXT_CHARS, namespace="alice", principal="alice", memory_id="edge")  # the limit itself
     with pytest.raises(ValueError, match="beyond the limit"):
         r.update("edge", 1, principal="alice", text=long)
