@@ -121,7 +121,7 @@ class SupportIndex:
         self._ns_positions: dict[int, list[int]] = {}
         self._ns_arrays: dict[int, np.ndarray] = {}
         self._live: dict[tuple[int, int], int] = {}
-        self._sig_live: dict[int, int] = {}  # live records per signature code
+        self.sig_live_counts = np.zeros(0, dtype=np.int64)  # live records per signature code
 
     def _grow(self, n: int) -> None:
         if n <= len(self.slot):
@@ -154,7 +154,7 @@ class SupportIndex:
             elif self.alive[p]:
                 key = (int(self.ns[p]), int(self.state[p]))
                 self._live[key] -= 1
-                self._sig_live[int(self.sig[p])] -= 1
+                self.sig_live_counts[int(self.sig[p])] -= 1
             old_slot = int(self.slot[p]) if self.alive[p] else None
             new_slot = e.slot if e.alive else None
             if old_slot is not None and old_slot != new_slot:
@@ -177,9 +177,13 @@ class SupportIndex:
                 self.sig_digests.append(digest)
                 self.sig_by_digest[digest] = code
                 self.sig_ns.append(int(self.ns[p]))
+                if code >= len(self.sig_live_counts):
+                    grown = np.zeros(max(2 * len(self.sig_live_counts), 64), dtype=np.int64)
+                    grown[: len(self.sig_live_counts)] = self.sig_live_counts
+                    self.sig_live_counts = grown
             self.sig[p] = code
             if e.alive:
-                self._sig_live[code] = self._sig_live.get(code, 0) + 1
+                self.sig_live_counts[code] += 1
             touched.append(p)
         self.changed_namespaces = {int(c) for c in np.unique(self.ns[touched]).tolist()} if touched else set()
         if touched:
@@ -216,7 +220,7 @@ class SupportIndex:
 
     def sig_live(self, code: int) -> int:
         """Live records of signature ``code``."""
-        return self._sig_live.get(code, 0)
+        return int(self.sig_live_counts[code]) if code < len(self.sig_live_counts) else 0
 
     def positions_of(self, exclude_ids: Iterable[Any]) -> list[int]:
         """Positions named by ``exclude_ids`` (an id: every namespace; a pair: one record)."""
