@@ -23,6 +23,7 @@ Labels are ``SupportIndex`` positions (one per memory id, never reused).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from typing import Optional
 
@@ -105,7 +106,9 @@ class AnnIndex:
             raise ValueError(f"ann threshold must be an int >= 1, got {threshold!r}")
         self.dim, self.threshold, self.exact_fraction, self.threads = dim, threshold, exact_fraction, threads
         self.parts: dict[int, _Partition] = {}
-        self._scratch = np.zeros(0, dtype=bool)  # a graph search's allowed labels (reset after each)
+        # a graph search's allowed labels by (namespace, index generation, filter): a repeated
+        # filter (the same Kleene verdicts) costs no pass over the namespace
+        self._allowed: dict[tuple, np.ndarray] = {}
 
     def partition(self, code: int, index, matrix: np.ndarray) -> Optional[_Partition]:
         """The up-to-date graph of namespace ``code`` (``index``: the store's SupportIndex), or
@@ -141,10 +144,11 @@ class AnnIndex:
         records of the namespace. O(k) per graph beyond its search when nothing of it is
         excluded, O(namespace) otherwise: never a pass over the whole store."""
         excluded_sigs_by_ns: dict[int, int] = {}
+        sig_key = None if sig_mask is None else hashlib.sha256(np.packbits(sig_mask).tobytes()).hexdigest()
         if sig_mask is not None:
-            for s in np.flatnonzero(sig_mask).tolist():
-                if index.sig_live(s):
-                    excluded_sigs_by_ns[index.sig_ns[s]] = excluded_sigs_by_ns.get(index.sig_ns[s], 0) + 1
+            ex = np.flatnonzero(sig_mask)
+            ex = ex[index.sig_live_counts[ex] > 0]
+            excluded_sigs_by_ns = dict.fromkeys(np.asarray(index.sig_ns, dtype=np.int64)[ex].tolist(), 1)
         named_by_ns: dict[int, list] = {}
         for p in named:
             if index.alive[p]:
@@ -157,18 +161,19 @@ class AnnIndex:
                     and index.live_count(code, state_codes) == 0):
                 graphs.append(part.search(q, k, None))  # nothing excluded: the plain graph search
                 continue
-            mine = index.namespace_support(code, state_codes, mine_named, sig_mask)
-            if part is None or len(mine) < self.exact_fraction * part.live:
-                exact.append(mine)
-                continue
-            if len(self._scratch) < len(index.ids):
-                self._scratch = np.zeros(max(len(index.ids), 2 * len(self._scratch)), dtype=bool)
-            allowed = self._scratch
-            allowed[mine] = True
-            try:
-                graphs.append(part.search(q, k, lambda label: bool(allowed[label])))
-            finally:
-                allowed[mine] = False
+            key = (code, index.generation, tuple(state_codes), tuple(mine_named), sig_key)
+            allowed = self._allowed.get(key)
+            if allowed is None:
+                mine = index.namespace_support(code, state_codes, mine_named, sig_mask)
+                if part is None or len(mine) < self.exact_fraction * part.live:
+                    exact.append(mine)
+                    continue
+                allowed = np.zeros(len(index.ids), dtype=bool)
+                allowed[mine] = True
+                self._allowed[key] = allowed  # the next query with this filter skips the O(namespace) mask
+                while len(self._allowed) > 8:
+                    self._allowed.pop(next(iter(self._allowed)))
+            graphs.append(part.search(q, k, lambda label: bool(allowed[label])))
         return graphs, exact
 
 

@@ -121,6 +121,7 @@ class SupportIndex:
         self._ns_positions: dict[int, list[int]] = {}
         self._ns_arrays: dict[int, np.ndarray] = {}
         self._live: dict[tuple[int, int], int] = {}
+        self._live_ns: dict[int, int] = {}  # live records per namespace code
         self.sig_live_counts = np.zeros(0, dtype=np.int64)  # live records per signature code
 
     def _grow(self, n: int) -> None:
@@ -154,6 +155,7 @@ class SupportIndex:
             elif self.alive[p]:
                 key = (int(self.ns[p]), int(self.state[p]))
                 self._live[key] -= 1
+                self._live_ns[key[0]] -= 1
                 self.sig_live_counts[int(self.sig[p])] -= 1
             old_slot = int(self.slot[p]) if self.alive[p] else None
             new_slot = e.slot if e.alive else None
@@ -168,6 +170,7 @@ class SupportIndex:
             if e.alive:
                 key = (int(self.ns[p]), int(self.state[p]))
                 self._live[key] = self._live.get(key, 0) + 1
+                self._live_ns[key[0]] = self._live_ns.get(key[0], 0) + 1
             key = signature_key(e)
             code = self.sig_code.get(key)
             if code is None:
@@ -215,7 +218,7 @@ class SupportIndex:
     def live_count(self, code: int, state_codes: Optional[Iterable[int]] = None) -> int:
         """Live records of namespace ``code`` (in ``state_codes`` only, when given), in O(states)."""
         if state_codes is None:
-            return sum(n for (c, _), n in self._live.items() if c == code)
+            return self._live_ns.get(code, 0)
         return sum(self._live.get((code, s), 0) for s in state_codes)
 
     def sig_live(self, code: int) -> int:
