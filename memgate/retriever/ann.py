@@ -153,9 +153,12 @@ class AnnIndex:
         for p in named:
             if index.alive[p]:
                 named_by_ns.setdefault(int(index.ns[p]), []).append(p)
-        graphs, exact = [], []
+        graphs, exact, small = [], [], []
         for code in codes:
             part = self.partition(code, index, matrix)
+            if part is None:
+                small.append(code)  # below the threshold: exact, all such namespaces at once below
+                continue
             mine_named = named_by_ns.get(code, ())
             if (part is not None and not mine_named and code not in excluded_sigs_by_ns
                     and index.live_count(code, state_codes) == 0):
@@ -165,7 +168,7 @@ class AnnIndex:
             allowed = self._allowed.get(key)
             if allowed is None:
                 mine = index.namespace_support(code, state_codes, mine_named, sig_mask)
-                if part is None or len(mine) < self.exact_fraction * part.live:
+                if len(mine) < self.exact_fraction * part.live:
                     exact.append(mine)
                     continue
                 allowed = np.zeros(len(index.ids), dtype=bool)
@@ -174,6 +177,16 @@ class AnnIndex:
                 while len(self._allowed) > 8:
                     self._allowed.pop(next(iter(self._allowed)))
             graphs.append(part.search(q, k, lambda label: bool(allowed[label])))
+        if small:
+            pos = index.live_positions_of_codes(small)
+            keep = np.ones(len(pos), dtype=bool)
+            if len(state_codes):
+                keep &= ~np.isin(index.state[pos], np.asarray(state_codes, dtype=np.int32))
+            if sig_mask is not None:
+                keep &= ~sig_mask[index.sig[pos]]
+            if named:
+                keep &= ~np.isin(pos, np.asarray(named, dtype=np.int64))
+            exact.append(pos[keep])
         return graphs, exact
 
 

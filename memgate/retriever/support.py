@@ -272,7 +272,11 @@ class SupportIndex:
 
     def live_positions(self, namespaces: Iterable[str]) -> np.ndarray:
         """Positions of live records in ``namespaces``, ascending, in O(those namespaces)."""
-        codes = sorted({self.ns_code[ns] for ns in namespaces if ns in self.ns_code})
+        return self.live_positions_of_codes({self.ns_code[ns] for ns in namespaces if ns in self.ns_code})
+
+    def live_positions_of_codes(self, codes: Iterable[int]) -> np.ndarray:
+        """Positions of live records in the namespaces ``codes``, ascending."""
+        codes = sorted(codes)
         if not codes:
             return np.zeros(0, dtype=np.int64)
         if len(codes) == 1:
