@@ -108,7 +108,7 @@ class AnnIndex:
         self.parts: dict[int, _Partition] = {}
         # a graph search's allowed labels by (namespace, index generation, filter): a repeated
         # filter (the same Kleene verdicts) costs no pass over the namespace
-        self._allowed: dict[tuple, np.ndarray] = {}
+        self._allowed: dict[tuple, bytes] = {}
 
     def partition(self, code: int, index, matrix: np.ndarray) -> Optional[_Partition]:
         """The up-to-date graph of namespace ``code`` (``index``: the store's SupportIndex), or
@@ -171,12 +171,13 @@ class AnnIndex:
                 if len(mine) < self.exact_fraction * part.live:
                     exact.append(mine)
                     continue
-                allowed = np.zeros(len(index.ids), dtype=bool)
-                allowed[mine] = True
+                mask = np.zeros(len(index.ids), dtype=bool)
+                mask[mine] = True
+                allowed = mask.tobytes()  # (indexing bytes is the cheapest per-label test in Python)
                 self._allowed[key] = allowed  # the next query with this filter skips the O(namespace) mask
                 while len(self._allowed) > 8:
                     self._allowed.pop(next(iter(self._allowed)))
-            graphs.append(part.search(q, k, lambda label: bool(allowed[label])))
+            graphs.append(part.search(q, k, lambda label, allowed=allowed: allowed[label] == 1))
         if small:
             pos = index.live_positions_of_codes(small)
             keep = np.ones(len(pos), dtype=bool)
