@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from memgate.model.encoder import text_hash
+
 DEFAULT_WINDOW_MS = 2.0
 
 
@@ -90,8 +92,6 @@ class EmbeddingBatcher:
     def prefetch(self, texts: Sequence[str]) -> None:
         """Embed ``texts`` with the other threads' texts of the same moment (at most
         ``window_ms`` of waiting); the next ``encode`` of them takes the vectors."""
-        from memgate.model.encoder import text_hash
-
         model = self._model()
         if model is None or not texts:
             return
