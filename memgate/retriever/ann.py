@@ -126,7 +126,10 @@ class AnnIndex:
             positions = index.namespace_positions(code)
         else:
             positions = index.changed_since(part.generation)
-            positions = positions[index.ns[positions] == code]
+            if positions is None:  # too far behind the change log: every position of the namespace
+                positions = index.namespace_positions(code)
+            else:
+                positions = positions[index.ns[positions] == code]
         part.sync(positions, np.where(index.alive[positions], index.slot[positions], -1), matrix)
         part.generation, part.live = index.generation, count
         return part

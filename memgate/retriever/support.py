@@ -84,6 +84,9 @@ def exact_cosines(matrix: np.ndarray, slots: np.ndarray, q: np.ndarray) -> np.nd
     return (rows * q).sum(axis=1, dtype=np.float64)
 
 
+LOG_KEEP = 4096  # apply() calls whose changed positions SupportIndex.changed_since remembers
+
+
 class SupportIndex:
     """Query-time metadata and positions of records (no text), refreshed incrementally.
 
@@ -193,10 +196,16 @@ class SupportIndex:
             self.generation += 1
             self._log_gen.append(self.generation)
             self._log_pos.append(np.unique(np.asarray(touched, dtype=np.int64)))
+            if len(self._log_gen) > LOG_KEEP:  # bounded: an older reader catches up in full
+                del self._log_gen[: len(self._log_gen) - LOG_KEEP]
+                del self._log_pos[: len(self._log_pos) - LOG_KEEP]
         return born, died
 
-    def changed_since(self, generation: int) -> np.ndarray:
-        """Positions written by the apply() calls after ``generation``, ascending, unique."""
+    def changed_since(self, generation: int) -> Optional[np.ndarray]:
+        """Positions written by the apply() calls after ``generation``, ascending, unique;
+        None when the log no longer reaches back that far (the caller then syncs in full)."""
+        if self._log_gen and generation < self._log_gen[0] - 1:
+            return None
         start = bisect.bisect_right(self._log_gen, generation)
         if start >= len(self._log_gen):
             return np.zeros(0, dtype=np.int64)
