@@ -12,7 +12,9 @@ and on PostgreSQL; PostgresStore's add / search / forget p50 and p99 beside the 
 and per-query refresh cost (benchmarks/bench_postgres.py, the load and index cached in .cache/bench_postgres); the approximate index's top-100 latency, recall
 and gated / plain ratio at 100,000 (benchmarks/bench_ann.py); the released gate's re-scoring of the default depth (200) of real
 candidates beside the plain cosine, every scorer lever at 1 and 2 threads (benchmarks/bench_gate.py); eval_s per route (from the latest evaluation's
-timings.json, if any); the make demo breakdown (from reports/demo/pipeline_timings.json, if any).
+timings.json, if any); one ``GatedRetriever.retrieve`` at 1,000,000 memories gated and ungated, in one
+namespace and in all 1,000 (benchmarks/bench_retrieve.py, the store cached in .cache/bench_retrieve); the HTTP server with and without
+micro-batched embeddings; the make demo breakdown (from reports/demo/pipeline_timings.json, if any).
 """
 
 from __future__ import annotations
@@ -51,7 +53,9 @@ def main() -> dict:
     try:  # the HTTP server (the [serve] extra)
         from benchmarks import bench_http
 
-        results["http"] = bench_http.bench(clients=8, requests=200)
+        http = bench_http.compare(clients=8, requests=200, rounds=1)  # unbatched, then micro-batched
+        results["http"] = {**http["runs"]["batched"][0], "unbatched": http["runs"]["unbatched"][0],
+                           "batched_over_unbatched_requests_per_s": http["ratio_requests_per_s"]}
     except ImportError:
         results["http"] = None
     try:  # PostgresStore beside the embedded store at 100,000, and the HTTP server on it (the [postgres] extra)
@@ -73,6 +77,14 @@ def main() -> dict:
         results["ann"] = bench_ann.run(100_000, ["hnswlib"], 200, cache, filtered=True) if cache.exists() else None
     except ImportError:
         results["ann"] = None
+    try:  # one retrieve() at 1,000,000 memories, gated and not (the store cached in .cache/bench_retrieve)
+        import hnswlib  # noqa: F401
+
+        from benchmarks import bench_retrieve
+
+        results["retrieve"] = bench_retrieve.run(cache=cache) if cache.exists() else None
+    except ImportError:
+        results["retrieve"] = None
     from benchmarks import bench_gate  # the released gate re-scoring real candidates
 
     results["gate"] = bench_gate.main(["--repeats", "2000", "--cache", str(cache)]) if cache.exists() else None
@@ -125,6 +137,15 @@ def main() -> dict:
                      f"add, search, get) | {h['add_ms_p50']:.1f} / {h['add_ms_p99']:.1f}, "
                      f"{h['search_ms_p50']:.1f} / {h['search_ms_p99']:.1f}, "
                      f"{h['get_ms_p50']:.1f} / {h['get_ms_p99']:.1f} ({h['requests_per_s']:.1f} req/s) |")
+        u = h["unbatched"]
+        lines.append(f"| http without micro-batching (same run, before it; add, search p50 / p99) | "
+                     f"{u['add_ms_p50']:.1f} / {u['add_ms_p99']:.1f}, {u['search_ms_p50']:.1f} / "
+                     f"{u['search_ms_p99']:.1f} ({u['requests_per_s']:.1f} req/s; batched ×"
+                     f"{h['batched_over_unbatched_requests_per_s']:.2f}) |")
+    for label, row in ((results.get("retrieve") or {}).get("contexts") or {}).items():
+        lines.append(f"| retrieve(k=10) at {results['retrieve']['n']:,}, {label} (gated p50 / p99; ungated "
+                     f"p50 / p99; gated / ungated p50) | {row['gated_p50_ms']:.1f} / {row['gated_p99_ms']:.1f} ms; "
+                     f"{row['plain_p50_ms']:.1f} / {row['plain_p99_ms']:.1f} ms; ×{row['gated_over_plain_p50']:.3f} |")
     if results.get("http_postgres"):
         h = results["http_postgres"]
         lines.append(f"| http_ms p50 / p99 on PostgreSQL ({h['clients']} clients x {h['requests_per_client']} "

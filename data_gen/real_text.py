@@ -238,6 +238,7 @@ def benign_lists(rows: list[dict], definition: str = "probe") -> list[dict]:
         items = by_episode.setdefault(row["group_id"], {})
         for p in row["positives"]:
             items.setdefault(p["memory_id"], p["text"])
+    sorted_pools: dict = {}  # per episode, its pool sorted once (every row of it reads the same)
     out = []
     for row in sorted(rows, key=lambda r: r["query_id"]):
         protected_ids = {t["memory_id"] for t in row["protected"]}
@@ -246,12 +247,14 @@ def benign_lists(rows: list[dict], definition: str = "probe") -> list[dict]:
             if "history" not in row:
                 raise ValueError(f"benign_lists(definition='wide'): row {row['query_id']} has no 'history' "
                                  "(built without real_text.benign_lists: wide)")
-            pool = {t["memory_id"]: t["text"] for t in row["history"]}
+            ordered = sorted({t["memory_id"]: t["text"] for t in row["history"]}.items())
         else:
-            pool = by_episode[row["group_id"]]
+            ordered = sorted_pools.get(row["group_id"])
+            if ordered is None:
+                ordered = sorted_pools[row["group_id"]] = sorted(by_episode[row["group_id"]].items())
         seen: set = set()
         items = []
-        for mid, text in sorted(pool.items()):
+        for mid, text in ordered:
             if mid in protected_ids or text in protected_texts or text in seen:
                 continue
             seen.add(text)

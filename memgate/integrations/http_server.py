@@ -31,6 +31,9 @@
 - Ids in paths are percent-encoded path segments (``/memories/a%3Fb``).
 - One :class:`memgate.Memory` serves every request and serialises them with its lock (the
   retriever is not thread-safe), so the server is safe under concurrent requests.
+- Concurrent adds and searches embed in one batch (:mod:`memgate.model.encoder_batching`): the
+  first waits ``batch_window_ms`` (2 ms) for the others' texts, outside the Memory's lock, and
+  each request then stores or searches with its own vector, the same bits it gets alone.
 - The server accepts connections at once: the encoder and the gate load in the background
   (:class:`memgate.integrations.warmup.Warmup`; ``/health`` says ``"ready"``). A call that embeds
   or scores (add, search, update, forget) before then waits up to ``WAIT_SECONDS`` (30) and
@@ -56,6 +59,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from memgate.contract.defaults import MAX_LIMIT
 from memgate.integrations.memory import check_user_id
 from memgate.integrations.warmup import WarmingUp, Warmup, WarmupFailed
+from memgate.model.encoder_batching import DEFAULT_WINDOW_MS, EmbeddingBatcher
 from memgate.retriever.schema import (
     DamagedStoreError,
     ForgottenMemoryError,
@@ -210,9 +214,13 @@ def _hash(key: str) -> bytes:
 
 
 def create_app(memory: Any, api_keys: Mapping[str, str], *, max_body_bytes: int = MAX_BODY_BYTES,
-               warmup: Optional[Warmup] = None) -> FastAPI:
+               warmup: Optional[Warmup] = None,
+               batch_window_ms: Optional[float] = DEFAULT_WINDOW_MS) -> FastAPI:
     """The app over ``memory`` (a :class:`memgate.Memory`); ``api_keys``: key -> principal;
-    ``warmup``: the background load of its encoder and gate (default: one started here)."""
+    ``warmup``: the background load of its encoder and gate (default: one started here);
+    ``batch_window_ms``: how long the first of concurrent adds and searches waits for the
+    others' texts to embed them in one batch (:mod:`memgate.model.encoder_batching`; ``None``:
+    each request embeds alone)."""
     if not api_keys:
         raise ValueError("api_keys must map at least one key to a principal")
     keys = {}
@@ -222,6 +230,13 @@ def create_app(memory: Any, api_keys: Mapping[str, str], *, max_body_bytes: int 
         keys[_hash(key)] = check_user_id(principal)
 
     warm = warmup if warmup is not None else Warmup(memory)
+    # concurrent requests' embeddings in one batch, outside Memory's call lock (identical vectors)
+    batcher = EmbeddingBatcher(memory.retriever.encoder, batch_window_ms) \
+        if batch_window_ms is not None and hasattr(memory.retriever.encoder, "prefetched") else None
+
+    def prefetch(text: str) -> None:
+        if batcher is not None:
+            batcher.prefetch([text])
     app = FastAPI(title="memgate", version=_version(),
                   description="Gated agent memory: per-principal namespaces, Kleene exclusion, "
                               "allowed actions, forget with a directive, an audit trail.")
@@ -320,6 +335,7 @@ def create_app(memory: Any, api_keys: Mapping[str, str], *, max_body_bytes: int 
     @app.post("/memories", status_code=201)
     def add(body: AddRequest, who: str = Depends(principal)) -> dict:
         warm.wait()
+        prefetch(body.text)
         fields = {k: v for k, v in body.fields.model_dump().items() if v is not None}
         return memory.add(body.text, user_id=who, metadata=body.metadata, memory_id=body.memory_id,
                           agent_id=body.agent_id, run_id=body.run_id, **fields)
@@ -345,6 +361,7 @@ def create_app(memory: Any, api_keys: Mapping[str, str], *, max_body_bytes: int 
         warm.wait()
         args = body.model_dump()
         query = args.pop("query")
+        prefetch(query)
         return dict(memory.search(query, user_id=who, **args))
 
     @app.get("/memories/{memory_id}")

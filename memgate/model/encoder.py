@@ -159,6 +159,9 @@ class Encoder:
         self._threads = threads  # a fast backend's intra-op threads (None: $MEMGATE_ENCODER_THREADS or auto)
         self._model = None
         self.encoded_count = 0  # texts actually run through the model (cache misses)
+        # vectors embedded ahead by memgate.model.encoder_batching.EmbeddingBatcher (a server's
+        # concurrent requests in one batch), taken here in place of the model's run
+        self.prefetched = None
         cache_dir = config.cache_dir
         if cache_dir is not None:
             cache_path = Path(cache_dir)
@@ -280,6 +283,9 @@ class Encoder:
         store = self._cache if cache else None
         vectors = store.get_many(self.cache_key, list(unique)) if store else {}
         missing = [h for h in unique if h not in vectors]
+        ready = self.prefetched.take(missing) if missing and self.prefetched is not None else {}
+        if ready:
+            missing = [h for h in missing if h not in ready]
         if missing:
             todo = [unique[h] for h in missing]
             if self._backend == "torch":
@@ -294,10 +300,14 @@ class Encoder:
                 encoded = self.model.encode(todo, batch_size=self.config.batch_size, normalize=self.config.normalize,
                                             progress=progress and not quiet() and len(missing) > self.config.batch_size,
                                             desc=desc)
-            if not np.isfinite(encoded).all():
-                raise ValueError("the encoder produced NaN or inf embeddings")
+        else:
+            encoded = np.zeros((0, 1), dtype=np.float32)
+        if missing or ready:
             new = dict(zip(missing, encoded))
-            self.encoded_count += len(missing)
+            new.update(ready)
+            if not (np.isfinite(encoded).all() and all(np.isfinite(v).all() for v in ready.values())):
+                raise ValueError("the encoder produced NaN or inf embeddings")
+            self.encoded_count += len(new)
             if store is not None:
                 store.put_many(self.cache_key, new)
             vectors.update(new)

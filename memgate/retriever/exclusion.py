@@ -6,6 +6,7 @@ search filter, and the excluded ids logged with their reasons (a mixin of
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple, Optional
 
 import numpy as np
@@ -14,8 +15,7 @@ from memgate.contract.admissibility import SupersessionScope, effective_state
 from memgate.contract.records import MemoryRecord, QueryContext, route_verdict
 from memgate.retriever.ranking import _Ranking
 from memgate.retriever.results import Exclusion
-
-_A_FALSE, _A_TRUE, _A_NONE = 0, 1, 2
+from memgate.retriever.verdict_cache import A_FALSE, A_NONE, A_TRUE, ExclusionSummary, SignatureVerdicts
 
 
 def resolve_lifecycle(
@@ -55,28 +55,42 @@ def _scopes_from_key(key: tuple) -> tuple:
 
 
 class _Verdicts(NamedTuple):
-    sig: np.ndarray  # signature id per support position
-    a: np.ndarray  # admissibility code per support position
-    keep: np.ndarray  # survives Kleene exclusion
-    info: dict  # signature id -> (resolved lifecycle, admissible, reasons, unresolved axes)
+    """The Kleene step's answer for one query, per signature (never per record)."""
 
+    info: dict  # signature code -> (resolved lifecycle, admissible, reasons, unresolved axes)
+    a: np.ndarray  # admissibility code (A_FALSE / A_TRUE / A_NONE) per signature code
+    keep_sig: np.ndarray  # bool per signature code: survives Kleene exclusion
+    ns_mask: np.ndarray  # bool per namespace code: readable
+    summary: ExclusionSummary
+
+    def kept(self, index, positions: np.ndarray) -> np.ndarray:
+        """Which ``positions`` are live, readable and kept."""
+        ok = index.alive[positions] & self.ns_mask[index.ns[positions]]
+        sig = index.sig[positions]
+        ok &= sig < len(self.keep_sig)
+        return ok & self.keep_sig[np.minimum(sig, len(self.keep_sig) - 1)]
+
+    def excluded(self, index, positions: np.ndarray) -> np.ndarray:
+        """Which ``positions`` are live, readable and excluded by the Kleene step."""
+        ok = index.alive[positions] & self.ns_mask[index.ns[positions]]
+        sig = index.sig[positions]
+        ok &= sig < len(self.keep_sig)
+        return ok & ~self.keep_sig[np.minimum(sig, len(self.keep_sig) - 1)]
 
 
 class KleeneExclusion:
     """The exclusion step of the query path (uses the retriever's index, config and search)."""
 
-    def _verdicts(self, support: np.ndarray, context: QueryContext, readable: frozenset) -> "_Verdicts":
-        """Kleene verdicts for the whole support, one per distinct metadata signature, through
-        :func:`memgate.contract.records.route_verdict` (the one implementation of the semantics)."""
+    def _decide(self, context: QueryContext, readable: frozenset) -> Callable[[int], tuple]:
+        """The verdict of one signature code through :func:`memgate.contract.records.route_verdict`
+        (the one implementation of the semantics)."""
         idx = self._index
         verdict_ctx = QueryContext(
             query_id=context.query_id, text="", principal=context.principal, namespaces=readable,
             purpose=context.purpose, intent=context.intent, time=context.time,
             subject=context.subject)
-        sig = idx.sig[support]
-        a_code = np.zeros(len(idx.sig_keys), dtype=np.int8)
-        info: dict[int, tuple] = {}
-        for s in np.unique(sig).tolist():
+
+        def decide(s: int) -> tuple:
             ns, tags, state, scopes, (vf, vt) = idx.sig_keys[s]
             window = None if vf is None and vt is None else SupersessionScope(None, vf, vt)
             resolved = resolve_lifecycle(state, _scopes_from_key(scopes), window,
@@ -85,14 +99,67 @@ class KleeneExclusion:
                                   lifecycle_state=resolved)
             verdict = route_verdict(record, verdict_ctx, self.config.policy_rules)
             a = verdict.admissible
-            a_code[s] = _A_TRUE if a is True else _A_FALSE if a is False else _A_NONE
             reasons = verdict.exclusion_reasons
             if a is None and self.config.fail_mode == "closed":
                 reasons = ("unresolved:" + ",".join(verdict.unresolved_axes),)
-            info[s] = (resolved, a, tuple(reasons), tuple(verdict.unresolved_axes))
-        a = a_code[sig]
-        keep = a == _A_TRUE if self.config.fail_mode == "closed" else a != _A_FALSE
-        return _Verdicts(sig, a, keep, info)
+            return (resolved, a, tuple(reasons), tuple(verdict.unresolved_axes))
+        return decide
+
+    def _verdicts(self, context: QueryContext, readable: frozenset) -> "_Verdicts":
+        """Kleene verdicts for the whole support, one per metadata signature, cached per
+        ``(purpose, intent, subject, time bucket)``; the summary of the support (search filter,
+        counts by reason) cached per readable namespaces too (:mod:`memgate.retriever.verdict_cache`)."""
+        idx = self._index
+        cache = self._verdict_cache
+        vkey = (context.purpose, context.intent, context.subject, cache.time_bucket(context.time))
+        sv = cache.verdicts(vkey)
+        n_sigs = len(idx.sig_keys)
+        ns_mask = np.zeros(max(len(idx.ns_code), 1), dtype=bool)
+        codes = frozenset(idx.ns_code[n] for n in readable if n in idx.ns_code)
+        ns_mask[list(codes)] = True
+        skey = (readable, vkey)
+        summary = cache.summary(skey)
+        if summary is None or len(summary.keep_sig) < n_sigs:
+            sig_ns = np.asarray(idx.sig_ns, dtype=np.int64)
+            sig_codes = np.flatnonzero(ns_mask[sig_ns]) if n_sigs else np.zeros(0, dtype=np.int64)
+            sv.ensure(sig_codes, n_sigs, self._decide(context, readable))
+            summary = self._summarise(sig_codes, sv, readable, n_sigs)
+            cache.put_summary(skey, summary, codes)
+        return _Verdicts(sv.info, sv.a, summary.keep_sig, ns_mask, summary)
+
+    def _summarise(self, sig_codes: np.ndarray, sv: SignatureVerdicts, readable: frozenset,
+                   n_sigs: int) -> ExclusionSummary:
+        """What the support asks of the search, in O(signatures of the readable namespaces)."""
+        idx = self._index
+        a = sv.a[sig_codes]
+        keep = a == A_TRUE if self.config.fail_mode == "closed" else a != A_FALSE
+        keep_sig = np.zeros(n_sigs, dtype=bool)
+        keep_sig[sig_codes[keep]] = True
+        live = idx.sig_live_counts[sig_codes] if len(sig_codes) else np.zeros(0, dtype=np.int64)
+        present = live > 0
+        dropped = present & ~keep
+        counts: dict[str, int] = {}
+        for s, n in zip(sig_codes[dropped].tolist(), live[dropped].tolist()):
+            for reason in sv.info[s][2]:
+                counts[reason] = counts.get(reason, 0) + int(n)
+        state_of = [idx.sig_keys[s][2] for s in sig_codes.tolist()]
+        kept_states = {st for st, k, p in zip(state_of, keep.tolist(), present.tolist()) if k and p}
+        dropped_states = {st for st, d in zip(state_of, dropped.tolist()) if d}
+        whole = sorted(dropped_states - kept_states)
+        by_sig = [s for s, st in zip(sig_codes[dropped].tolist(), np.asarray(state_of, dtype=object)[dropped].tolist())
+                  if st not in whole] if dropped.any() else []
+        digests, ids = [], []
+        if by_sig and getattr(self.store, "filters_signatures", False):
+            digests = sorted(idx.sig_digests[s] for s in by_sig)
+        elif by_sig:  # a store without digests: the excluded records by id, O(support) once
+            support = idx.live_positions(readable)
+            out = np.zeros(n_sigs, dtype=bool)
+            out[by_sig] = True
+            ids = [(idx.namespaces[p], idx.ids[p]) for p in support[out[idx.sig[support]]].tolist()]
+        return ExclusionSummary(
+            sig_codes=sig_codes, keep_sig=keep_sig, states=whole, digests=digests, ids=ids,
+            counts=counts, candidates=int(live.sum()), kept=int(live[keep].sum()),
+            unresolved_kept=int(live[keep & (a == A_NONE)].sum()))
 
     def _exclusion_filter(self, support: np.ndarray, keep: np.ndarray) -> tuple[list, list, list]:
         """The Kleene exclusions as a store-search filter: lifecycle states whose every readable
@@ -121,31 +188,23 @@ class KleeneExclusion:
         return (sorted(state_names[c] for c in whole),
                 [(idx.namespaces[p], idx.ids[p]) for p in support[by_id].tolist()], digests)
 
-    def _exclusions(self, support: np.ndarray, verdicts: "_Verdicts", ranking: "_Ranking",
-                    readable: frozenset) -> tuple[list, dict]:
+    def _exclusions(self, verdicts: "_Verdicts", ranking: "_Ranking", readable: frozenset) -> tuple[list, dict]:
         """Excluded ids the unfiltered cosine ranking would have considered (with reasons and
-        their rank there), and counts by reason over the whole support."""
+        their rank there), and counts by reason over the whole support (cached)."""
         idx = self._index
         log_depth = self.config.log_excluded_depth
         log_depth = ranking.depth if log_depth is None else log_depth
         excluded: list[Exclusion] = []
-        dropped = ~verdicts.keep
-        if log_depth and dropped.any():
+        if log_depth and verdicts.summary.dropped:
             # the unfiltered ranking of the support: the namespace filter only
             top_all = np.asarray(self._search(ranking.query, readable, log_depth, None), dtype=np.int64)
-            out = set(support[dropped].tolist())
-            for rank, p in enumerate(top_all.tolist(), start=1):
-                if p in out:
+            out = verdicts.excluded(idx, top_all) if len(top_all) else np.zeros(0, dtype=bool)
+            for rank, (p, is_out) in enumerate(zip(top_all.tolist(), out.tolist()), start=1):
+                if is_out:
                     resolved, _, reasons, unresolved = verdicts.info[int(idx.sig[p])]
                     excluded.append(Exclusion(idx.ids[p], reasons, unresolved, resolved, rank,
                                               idx.namespaces[p]))
-        counts: dict[str, int] = {}
-        if len(verdicts.sig):
-            per_sig = np.bincount(verdicts.sig[dropped], minlength=len(idx.sig_keys))
-            for s in np.flatnonzero(per_sig).tolist():
-                for reason in verdicts.info[s][2]:
-                    counts[reason] = counts.get(reason, 0) + int(per_sig[s])
-        return excluded, counts
+        return excluded, dict(verdicts.summary.counts)
 
 
 __all__ = ["KleeneExclusion", "resolve_lifecycle"]

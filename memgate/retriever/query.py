@@ -15,7 +15,7 @@ from memgate.contract.defaults import check_limit
 from memgate.contract.records import QueryContext
 from memgate.retriever.audit import AuditError
 from memgate.retriever.config import actions_module as _actions
-from memgate.retriever.exclusion import _A_NONE, _Verdicts
+from memgate.retriever.exclusion import _Verdicts
 from memgate.retriever.ranking import _Ranking
 from memgate.retriever.results import RetrievalResult, RetrievedItem
 from memgate.retriever.schema import StoredMemory
@@ -78,38 +78,56 @@ class QueryPath:
                                                 proposed_action=proposed_action, risk=risk)
         clock = _Stopwatch()
         self._refresh()
-        support = self._support(readable)
         # (a query may hold a detail that is later forgotten: its embedding is never cached)
         q = self._embed(query_text, what="query_text", cache=False).astype(np.float32)
         clock.lap("encode_ms")
-        verdicts = self._verdicts(support, context, readable)
+        verdicts = self._verdicts(context, readable)
+        summary = verdicts.summary
         clock.lap("exclusion_ms")
-        keep = verdicts.keep
+        idx = self._index
         if only_ids is not None:
-            keep = keep & np.isin(support, self._positions(only_ids, "only_ids"))
+            # an id allows its records in every readable namespace; a (namespace, memory_id)
+            # pair, one record (a caller's filter: O(support), as the ids it leaves out go by id)
+            support = idx.live_positions(readable)
+            keep = verdicts.kept(idx, support) & np.isin(support, self._positions(only_ids, "only_ids"))
+            search_filter = self._exclusion_filter(support, keep)
+            kept_mask = np.zeros(len(idx.ids), dtype=bool)
+            kept_mask[support[keep]] = True
+            any_kept = bool(keep.any())
+
+            def kept(pos: np.ndarray) -> np.ndarray:
+                return kept_mask[pos]
+        else:
+            search_filter = (summary.states, summary.ids, summary.digests)
+            any_kept = summary.kept > 0
+
+            def kept(pos: np.ndarray) -> np.ndarray:
+                return verdicts.kept(idx, pos)
         apart = np.zeros(0, dtype=np.int64)
-        if set_apart is not None:
+        if set_apart is not None:  # (only candidates that could rank: live, readable, kept)
             apart = self._positions(set_apart, "set_apart")
-            apart = apart[np.isin(apart, support[keep])]  # (only candidates that could rank)
-        ranking = self._rank(q, readable, support, keep, k + len(apart))
+            codes = np.array([idx.ns_code[ns] for ns in readable if ns in idx.ns_code], dtype=np.int32)
+            apart = apart[idx.alive[apart] & np.isin(idx.ns[apart], codes)]
+            apart = apart[kept(apart)]
+        ranking = self._rank(q, readable, k + len(apart), any_kept, search_filter, kept)
         is_apart = np.isin(ranking.final, apart)
         returned = np.flatnonzero(~is_apart)[:k]  # combined ranks of the k items returned
         reach = min(k, int(returned[-1])) if len(returned) else k  # above the last one returned
-        apart_hits = tuple(self._index.ids[p] for p in ranking.final[:reach][is_apart[:reach]].tolist())
+        apart_hits = tuple(idx.ids[p] for p in ranking.final[:reach][is_apart[:reach]].tolist())
         ranking.final = ranking.final[returned]
         clock.lap("rank_ms")
         items = self._items(ranking, verdicts, readable)
         clock.lap("fetch_ms")
         items = self._with_actions(items, action_query)
         clock.lap("actions_ms")
-        excluded, counts = self._exclusions(support, verdicts, ranking, readable)
+        excluded, counts = self._exclusions(verdicts, ranking, readable)
         clock.lap("exclusions_ms")
         result = RetrievalResult(
             query_id=context.query_id, principal=context.principal,
             namespaces=tuple(sorted(readable)), route=self.route, k=k, items=tuple(items),
             excluded=tuple(excluded), dropped=tuple(ranking.dropped), excluded_counts=counts,
-            candidates=int(len(support)), set_apart=apart_hits,
-            unresolved_kept=int(((verdicts.a == _A_NONE) & verdicts.keep).sum()),
+            candidates=summary.candidates, unresolved_kept=summary.unresolved_kept,
+            set_apart=apart_hits,
             gate_version=self.gate_version if ranking.gated else None,
             policy_version=self.config.policy_version,
             action_policy_version=self.action_policy_version, timings_ms=clock.laps,
@@ -128,13 +146,6 @@ class QueryPath:
                  for p in (idx.by_id.get(i, ()) if isinstance(i, str)
                            else [idx.pos[tuple(i)]] if tuple(i) in idx.pos else ())]
         return np.asarray(sorted(found), dtype=np.int64)
-
-    def _support(self, readable: frozenset) -> np.ndarray:
-        """Index positions of live records in the readable namespaces (the candidate support)."""
-        idx = self._index
-        n = len(idx.ids)
-        codes = np.array([idx.ns_code[ns] for ns in readable if ns in idx.ns_code], dtype=np.int32)
-        return np.flatnonzero(idx.alive[:n] & np.isin(idx.ns[:n], codes))
 
     def _items(self, ranking: "_Ranking", verdicts: "_Verdicts", readable: frozenset) -> list:
         """Fetch the records of the final ranking only (text, action attributes)."""

@@ -4,7 +4,7 @@ calibrated drops (a mixin of :class:`memgate.retriever.GatedRetriever`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Optional
 
@@ -30,13 +30,15 @@ class _Ranking:
 class GatedRanking:
     """The ranking step of the query path (uses the retriever's index, store, gate and scorer)."""
 
-    def _search(self, q: np.ndarray, readable: frozenset, n: int, kept: Optional[np.ndarray],
+    def _search(self, q: np.ndarray, readable: frozenset, n: int,
+                kept: Optional[Callable[[np.ndarray], np.ndarray]],
                 exclude_states: Iterable[str] = (), exclude_ids: Iterable[str] = (),
                 exclude_signatures: Iterable[str] = ()) -> list:
         """Index positions of the store's filtered top ``n`` (:meth:`MemoryStore.search`: the
         namespace filter and exclusions apply before truncation). A hit that is not a kept
-        position of this index (written by another process since the refresh, its verdict
-        unknown here) is left out; ``kept=None`` keeps every hit in the index."""
+        position of this index (``kept(positions)`` -> bools; written by another process since
+        the refresh, its verdict unknown here) is left out; ``kept=None`` keeps every hit in
+        the index."""
         idx = self._index
         by_signature = {"exclude_signatures": list(exclude_signatures)} if exclude_signatures else {}
         hits = self.store.search(q, sorted(readable), n, exclude_ids=exclude_ids,
@@ -47,15 +49,19 @@ class GatedRanking:
             if namespace not in readable:  # defence in depth
                 raise AssertionError(f"store search returned {memory_id!r} outside the readable namespaces")
             p = idx.pos.get((namespace, memory_id))
-            if p is not None and (kept is None or kept[p]):
+            if p is not None:
                 out.append(p)
+        if kept is not None and out:
+            ok = kept(np.asarray(out, dtype=np.int64))
+            out = [p for p, good in zip(out, ok.tolist()) if good]
         return out
 
-    def _rank(self, q: np.ndarray, readable: frozenset, support: np.ndarray, keep: np.ndarray,
-              k: int) -> "_Ranking":
+    def _rank(self, q: np.ndarray, readable: frozenset, k: int, any_kept: bool, search_filter: tuple,
+              kept: Callable[[np.ndarray], np.ndarray]) -> "_Ranking":
         """The store's top ``max(k, rerank_depth)`` of the kept support (Kleene exclusion as a
-        search filter, before truncation), exact cosines, then gate re-scoring (and calibrated
-        drops) of the cosine's top ``rerank_depth``."""
+        search filter, ``search_filter`` = (states, ids, signature digests), before truncation),
+        exact cosines, then gate re-scoring (and calibrated drops) of the cosine's top
+        ``rerank_depth``."""
         idx = self._index
         matrix = self.store.vector_matrix()
 
@@ -65,10 +71,8 @@ class GatedRanking:
         gated = self.gate is not None and self.config.use_gate
         depth = max(k, self.config.rerank_depth) if gated else k
         head = np.zeros(0, dtype=np.int64)
-        if keep.any():
-            kept = np.zeros(len(idx.ids), dtype=bool)
-            kept[support[keep]] = True
-            states, ids, signatures = self._exclusion_filter(support, keep)
+        if any_kept:
+            states, ids, signatures = search_filter
             head = np.asarray(self._search(q, readable, depth, kept, states, ids, signatures),
                               dtype=np.int64)
         head, head_cos = self._top(head, exact_cos(head), depth)

@@ -63,6 +63,7 @@ from memgate.retriever.schema import EncoderMismatchError
 from memgate.retriever.semantics import normalize_identity
 from memgate.retriever.store import EmbeddedStore, MemoryStore
 from memgate.retriever.support import SupportIndex
+from memgate.retriever.verdict_cache import VerdictCache
 from memgate.retriever.writes import DEFAULT_DIRECTIVE, WritePath
 
 if TYPE_CHECKING:
@@ -136,6 +137,7 @@ class GatedRetriever(AccessControl, WritePath, QueryPath, KleeneExclusion, Gated
         except (TypeError, ValueError):
             self._encode_takes_cache = False
         self._index = SupportIndex()
+        self._verdict_cache = VerdictCache()
         self._vpart: Optional[np.ndarray] = None  # (slots, hidden): the gate's W_v v per slot
         self._retrieved: OrderedDict[str, dict] = OrderedDict()
         self._refresh()
@@ -253,6 +255,7 @@ class GatedRetriever(AccessControl, WritePath, QueryPath, KleeneExclusion, Gated
         version, entries = self.store.changes_since(self._index.seq)
         born, died = self._index.apply(entries)
         self._index.seq = version
+        self._verdict_cache.note_changes(self._index)  # another process's writes count too
         if self._scorer is not None and self.config.use_gate:  # (a gate not loaded yet: at its load)
             self._update_vpart(born, died)
 

@@ -103,6 +103,8 @@ class EmbeddedStore(EmbeddedSuppression, VectorFile, RecordSemantics, StoreInteg
     ``allow_damaged=True`` (for ``verify()``; :mod:`memgate.retriever.vector_file`).
     """
 
+    filters_signatures = True  # search(exclude_signatures=): the retriever's Kleene filter by digest
+
     def __init__(
         self,
         path: str | os.PathLike,
@@ -413,14 +415,16 @@ class EmbeddedStore(EmbeddedSuppression, VectorFile, RecordSemantics, StoreInteg
     def search(self, query: Any, namespaces: Iterable[str], k: int = 10, *,
                exclude_ids: Iterable[Any] = (), exclude_states: Iterable[str] = (),
                exact: bool = True, hnsw_ef: Optional[int] = None,
-               with_namespace: bool = False) -> list[tuple]:
+               with_namespace: bool = False, exclude_signatures: Iterable[str] = ()) -> list[tuple]:
         """Top ``k`` live records by cosine *within* ``namespaces`` (see :class:`MemoryStore`):
         the namespace restriction, ``exclude_ids`` and ``exclude_states`` apply to the candidate
         set before truncation. Exact unless ``exact=False`` on a store opened with
         ``ann_threshold``: then a namespace with at least that many live records is searched in
         its own HNSW graph with the exclusions as the graph search's filter
         (:mod:`memgate.retriever.ann`); the returned cosines are exact either way (``hnsw_ef`` is
-        accepted for the protocol). Ties by memory id. Returns ``(memory_id, cosine)`` pairs,
+        accepted for the protocol); ``exclude_signatures`` (digests of
+        :func:`memgate.retriever.semantics.signature_key`) excludes those signatures' records.
+        Ties by memory id. Returns ``(memory_id, cosine)`` pairs,
         best first (``(memory_id, cosine, namespace)`` with ``with_namespace``)."""
         ns = readable_namespace_list(namespaces)
         check_k(k)
@@ -429,11 +433,14 @@ class EmbeddedStore(EmbeddedSuppression, VectorFile, RecordSemantics, StoreInteg
             index = self._refresh_search_index()
             matrix = self.vector_matrix()
             try:
+                sig_mask = index.signature_mask(exclude_signatures) if exclude_signatures else None
                 if not exact and self._ann is not None:
                     top, scores = self._ann_search(q, ns, {"forgotten", *exclude_states}, exclude_ids, k,
-                                                   index, matrix)
+                                                   index, matrix, sig_mask)
                 else:
                     support = index.support(ns, {"forgotten", *exclude_states}, exclude_ids)
+                    if sig_mask is not None:
+                        support = support[~sig_mask[index.sig[support]]]
                     top, scores = self._exact_search(q, support, k, index, matrix)
             except IndexError:  # a slot beyond the file: it was cut short while open
                 raise self._damaged(self._vector_file_problem() or "a record's slot lies beyond the "
@@ -459,40 +466,30 @@ class EmbeddedStore(EmbeddedSuppression, VectorFile, RecordSemantics, StoreInteg
                             lambda pos: exact_cosines(matrix, index.slot[pos], q))
 
     def _ann_search(self, q: np.ndarray, ns: list[str], exclude_states: set, exclude_ids: Iterable[Any],
-                    k: int, index: SupportIndex, matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """search(exact=False): per namespace, the graph's filtered top k (the exclusions are the
-        graph search's filter) or, below the threshold or when the filter keeps few records,
-        every allowed record; then exact cosines and the one ranking rule over the union. Costs
-        O(k) beyond the graph search when nothing of a namespace is excluded (live counts per
-        state tell), O(namespace) otherwise: never a pass over the whole store."""
+                    k: int, index: SupportIndex, matrix: np.ndarray,
+                    sig_mask: Optional[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """search(exact=False): per namespace, the graph's filtered top k or every allowed record
+        (:meth:`memgate.retriever.ann.AnnIndex.search`); the exactly searched records ranked in
+        one float32 pass (rechecked row by row near the k-th), then exact cosines and the one
+        ranking rule over the union."""
         states = [index.state_code[s] for s in sorted(exclude_states) if s in index.state_code]
         named = index.positions_of(exclude_ids)
-        named_set = set(named)
-        codes, candidates = [], []
-        for name in ns:
-            code = index.ns_code.get(name)
-            if code is None:
-                continue
-            codes.append(code)
-            part = self._ann.partition(code, index, matrix)
-            named_here = any(index.ns[p] == code and index.alive[p] for p in named)
-            if part is not None and not named_here and index.live_count(code, states) == 0:
-                candidates.append(part.search(q, k, None))  # nothing excluded: the plain graph search
-                continue
-            mine = index.namespace_support(code, states, named)
-            if part is None or len(mine) < self._ann.exact_fraction * part.live:
-                candidates.append(mine)
-            else:
-                allowed = np.zeros(len(index.ids), dtype=bool)
-                allowed[mine] = True
-                candidates.append(part.search(q, k, lambda label: bool(allowed[label])))
-        pos = np.unique(np.concatenate(candidates)) if candidates else np.zeros(0, dtype=np.int64)
+        codes = [index.ns_code[name] for name in ns if name in index.ns_code]
+        graphs, pools = self._ann.search(q, codes, k, index, matrix, states, named, sig_mask)
+        if pools:
+            pool = np.concatenate(pools)
+            if len(pool) > k:
+                pool, _ = self._exact_search(q, pool, k, index, matrix)
+            graphs.append(pool)
+        pos = np.unique(np.concatenate(graphs)) if graphs else np.zeros(0, dtype=np.int64)
         # defence in depth: the graph's filter, checked again on the candidates only
         ok = index.alive[pos] & np.isin(index.ns[pos], np.asarray(codes, dtype=np.int32))
         if states:
             ok &= ~np.isin(index.state[pos], np.asarray(states, dtype=np.int32))
-        if named_set:
-            ok &= np.asarray([p not in named_set for p in pos.tolist()], dtype=bool)
+        if sig_mask is not None:
+            ok &= ~sig_mask[index.sig[pos]]
+        if named:
+            ok &= ~np.isin(pos, np.asarray(named, dtype=np.int64))
         pos = pos[ok]
         return top_by_score(index.keys, pos, exact_cosines(matrix, index.slot[pos], q), k)
 

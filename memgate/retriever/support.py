@@ -11,6 +11,7 @@ keeps one for its Kleene verdicts; :class:`memgate.retriever.EmbeddedStore` keep
 
 from __future__ import annotations
 
+import bisect
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Optional
@@ -83,6 +84,9 @@ def exact_cosines(matrix: np.ndarray, slots: np.ndarray, q: np.ndarray) -> np.nd
     return (rows * q).sum(axis=1, dtype=np.float64)
 
 
+LOG_KEEP = 4096  # apply() calls whose changed positions SupportIndex.changed_since remembers
+
+
 class SupportIndex:
     """Query-time metadata and positions of records (no text), refreshed incrementally.
 
@@ -106,12 +110,22 @@ class SupportIndex:
         self.sig_code: dict[tuple, int] = {}
         self.sig_keys: list[tuple] = []
         self.sig_digests: list[str] = []  # signature_digest of each key (a store's search filter)
+        self.sig_by_digest: dict[str, int] = {}
+        self.sig_ns: list[int] = []  # the namespace code of each signature (its key's first part)
         self.seq = 0
+        # what each apply() changed: (generation, positions), so that an index derived from this
+        # one (an ANN graph, a cached verdict) catches up in O(changes), not O(records)
+        self.generation = 0
+        self._log_gen: list[int] = []
+        self._log_pos: list[np.ndarray] = []
+        self.changed_namespaces: set[int] = set()  # namespace codes the last apply() touched
         # per namespace: its positions (append-only: a key never changes namespace) and live
         # counts by lifecycle state, so a search of one namespace never scans the others
         self._ns_positions: dict[int, list[int]] = {}
         self._ns_arrays: dict[int, np.ndarray] = {}
         self._live: dict[tuple[int, int], int] = {}
+        self._live_ns: dict[int, int] = {}  # live records per namespace code
+        self.sig_live_counts = np.zeros(0, dtype=np.int64)  # live records per signature code
 
     def _grow(self, n: int) -> None:
         if n <= len(self.slot):
@@ -127,6 +141,7 @@ class SupportIndex:
     def apply(self, entries: list[IndexEntry]) -> tuple[list[int], list[int]]:
         """Apply changed entries; return (slots that became live, slots that died)."""
         born, died = [], []
+        touched: list[int] = []
         for e in entries:
             p = self.pos.get((e.namespace, e.memory_id))
             if p is None:
@@ -143,6 +158,8 @@ class SupportIndex:
             elif self.alive[p]:
                 key = (int(self.ns[p]), int(self.state[p]))
                 self._live[key] -= 1
+                self._live_ns[key[0]] -= 1
+                self.sig_live_counts[int(self.sig[p])] -= 1
             old_slot = int(self.slot[p]) if self.alive[p] else None
             new_slot = e.slot if e.alive else None
             if old_slot is not None and old_slot != new_slot:
@@ -156,14 +173,45 @@ class SupportIndex:
             if e.alive:
                 key = (int(self.ns[p]), int(self.state[p]))
                 self._live[key] = self._live.get(key, 0) + 1
+                self._live_ns[key[0]] = self._live_ns.get(key[0], 0) + 1
             key = signature_key(e)
             code = self.sig_code.get(key)
             if code is None:
                 code = self.sig_code[key] = len(self.sig_keys)
                 self.sig_keys.append(key)
-                self.sig_digests.append(signature_digest(key))
+                digest = signature_digest(key)
+                self.sig_digests.append(digest)
+                self.sig_by_digest[digest] = code
+                self.sig_ns.append(int(self.ns[p]))
+                if code >= len(self.sig_live_counts):
+                    grown = np.zeros(max(2 * len(self.sig_live_counts), 64), dtype=np.int64)
+                    grown[: len(self.sig_live_counts)] = self.sig_live_counts
+                    self.sig_live_counts = grown
             self.sig[p] = code
+            if e.alive:
+                self.sig_live_counts[code] += 1
+            touched.append(p)
+        self.changed_namespaces = {int(c) for c in np.unique(self.ns[touched]).tolist()} if touched else set()
+        if touched:
+            self.generation += 1
+            self._log_gen.append(self.generation)
+            self._log_pos.append(np.unique(np.asarray(touched, dtype=np.int64)))
+            if len(self._log_gen) > LOG_KEEP:  # bounded: an older reader catches up in full
+                del self._log_gen[: len(self._log_gen) - LOG_KEEP]
+                del self._log_pos[: len(self._log_pos) - LOG_KEEP]
         return born, died
+
+    def changed_since(self, generation: int) -> Optional[np.ndarray]:
+        """Positions written by the apply() calls after ``generation``, ascending, unique;
+        None when the log no longer reaches back that far (the caller then syncs in full)."""
+        if self._log_gen and generation < self._log_gen[0] - 1:
+            return None
+        start = bisect.bisect_right(self._log_gen, generation)
+        if start >= len(self._log_gen):
+            return np.zeros(0, dtype=np.int64)
+        if start == len(self._log_gen) - 1:
+            return self._log_pos[start]
+        return np.unique(np.concatenate(self._log_pos[start:]))
 
     def __len__(self) -> int:
         return int(self.alive[: len(self.ids)].sum())
@@ -179,8 +227,12 @@ class SupportIndex:
     def live_count(self, code: int, state_codes: Optional[Iterable[int]] = None) -> int:
         """Live records of namespace ``code`` (in ``state_codes`` only, when given), in O(states)."""
         if state_codes is None:
-            return sum(n for (c, _), n in self._live.items() if c == code)
+            return self._live_ns.get(code, 0)
         return sum(self._live.get((code, s), 0) for s in state_codes)
+
+    def sig_live(self, code: int) -> int:
+        """Live records of signature ``code``."""
+        return int(self.sig_live_counts[code]) if code < len(self.sig_live_counts) else 0
 
     def positions_of(self, exclude_ids: Iterable[Any]) -> list[int]:
         """Positions named by ``exclude_ids`` (an id: every namespace; a pair: one record)."""
@@ -195,37 +247,64 @@ class SupportIndex:
         return out
 
     def namespace_support(self, code: int, state_codes: Sequence[int] = (),
-                          excluded: Iterable[int] = ()) -> np.ndarray:
+                          excluded: Iterable[int] = (), sig_mask: Optional[np.ndarray] = None) -> np.ndarray:
         """``support`` restricted to one namespace, in O(that namespace): its live positions
-        minus the lifecycle states ``state_codes`` and the positions ``excluded``."""
+        minus the lifecycle states ``state_codes``, the signatures ``sig_mask`` marks (a bool
+        per signature code) and the positions ``excluded``."""
         pos = self.namespace_positions(code)
         mask = self.alive[pos]
         if len(state_codes):
             mask &= ~np.isin(self.state[pos], np.asarray(state_codes, dtype=np.int32))
+        if sig_mask is not None:
+            mask &= ~sig_mask[self.sig[pos]]
         drop = [p for p in excluded if self.ns[p] == code]
         if drop:
             mask &= ~np.isin(pos, np.asarray(drop, dtype=np.int64))
         return pos[mask]
 
     def support(self, namespaces: Iterable[str], exclude_states: Iterable[str] = (),
-                exclude_ids: Iterable[str] = ()) -> np.ndarray:
-        """Positions of live records in ``namespaces``, minus the excluded states and ids
-        (an id excludes it in every namespace, a ``(namespace, memory_id)`` pair one record)."""
-        n = len(self.ids)
-        codes = [self.ns_code[ns] for ns in namespaces if ns in self.ns_code]
-        mask = self.alive[:n] & np.isin(self.ns[:n], np.array(codes, dtype=np.int32))
+                exclude_ids: Iterable[str] = (), exclude_signatures: Iterable[str] = ()) -> np.ndarray:
+        """Positions of live records in ``namespaces``, minus the excluded states, signatures
+        (by :func:`memgate.retriever.semantics.signature_digest`) and ids (an id excludes it in
+        every namespace, a ``(namespace, memory_id)`` pair one record), ascending."""
+        pos = self.live_positions(namespaces)
+        mask = np.ones(len(pos), dtype=bool)
         states = [self.state_code[s] for s in exclude_states if s in self.state_code]
         if states:
-            mask &= ~np.isin(self.state[:n], np.array(states, dtype=np.int32))
-        for item in exclude_ids:
-            if isinstance(item, str):
-                found = self.by_id.get(item, ())
-            else:
-                p = self.pos.get(tuple(item))
-                found = () if p is None else (p,)
-            for p in found:
-                mask[p] = False
-        return np.flatnonzero(mask)
+            mask &= ~np.isin(self.state[pos], np.array(states, dtype=np.int32))
+        if exclude_signatures:
+            mask &= ~self.signature_mask(exclude_signatures)[self.sig[pos]]
+        named = self.positions_of(exclude_ids)
+        if named:
+            mask &= ~np.isin(pos, np.asarray(named, dtype=np.int64))
+        return pos[mask]
+
+    def live_positions(self, namespaces: Iterable[str]) -> np.ndarray:
+        """Positions of live records in ``namespaces``, ascending, in O(those namespaces)."""
+        return self.live_positions_of_codes({self.ns_code[ns] for ns in namespaces if ns in self.ns_code})
+
+    def live_positions_of_codes(self, codes: Iterable[int]) -> np.ndarray:
+        """Positions of live records in the namespaces ``codes``, ascending."""
+        codes = sorted(codes)
+        if not codes:
+            return np.zeros(0, dtype=np.int64)
+        if len(codes) == 1:
+            pos = self.namespace_positions(codes[0])
+        elif 4 * sum(len(self._ns_positions[c]) for c in codes) > len(self.ids):
+            n = len(self.ids)  # most of the index: one pass beats a merge
+            mask = np.zeros(len(self.ns_code), dtype=bool)
+            mask[codes] = True
+            return np.flatnonzero(self.alive[:n] & mask[self.ns[:n]])
+        else:
+            pos = np.sort(np.concatenate([self.namespace_positions(c) for c in codes]))
+        return pos[self.alive[pos]]
+
+    def signature_mask(self, digests: Iterable[str]) -> np.ndarray:
+        """A bool per signature code: True for the signatures named by ``digests``."""
+        mask = np.zeros(len(self.sig_keys), dtype=bool)
+        codes = [self.sig_by_digest[d] for d in digests if d in self.sig_by_digest]
+        mask[codes] = True
+        return mask
 
 
 __all__ = ["SupportIndex", "check_k", "exact_cosines", "matvec", "readable_namespace_list",

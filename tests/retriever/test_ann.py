@@ -118,3 +118,30 @@ def test_approximate_search_reads_only_its_namespaces_metadata(store):
     plain = s.search(q, ["big", "small"], 100, exact=False)  # no exclusion: the stale ones come back
     assert set(stale) & {i for i, _ in plain} and "b1499" not in {i for i, _ in plain}
     assert _recall(plain, s.search(q, ["big", "small"], 100)) >= 0.95
+
+
+def test_graphs_catch_up_with_writes_through_the_change_log(store, monkeypatch):
+    """A graph synced after writes (through SupportIndex.changed_since, or in full once the
+    bounded log no longer reaches back) holds exactly the namespace's live vectors, as a graph
+    built from scratch does; another process's forget leaves it too."""
+    from memgate.retriever import support
+
+    s, centre = store
+    s.search(centre, ["big"], 10, exact=False)  # builds the graph
+    index, ann = s._search_index, s._ann  # noqa: SLF001
+    code = index.ns_code["big"]
+    other = EmbeddedStore(s.path, IDENT, fsync=False, audit=None)  # another handle: another process
+    directive = StoredMemory("b0001-forget", "big", "a forget directive", source_type="correction")
+    other.forget("b0001", directive, unit(np.ones(DIM)), encoder=IDENT)
+    s.add_many([StoredMemory("b9999", "big", "a late record")], unit(centre[None]), encoder=IDENT)
+    monkeypatch.setattr(support, "LOG_KEEP", 1)  # the next catch-up finds the log too short
+    s.add_many([StoredMemory("b9998", "big", "one more")], unit(centre[None] + 0.01), encoder=IDENT)
+    part = ann.partition(code, s._refresh_search_index(), s.vector_matrix())  # noqa: SLF001
+    live = index.namespace_positions(code)
+    live = live[index.alive[live]]
+    held = np.flatnonzero(part.slots >= 0)
+    assert set(held.tolist()) == set(live.tolist())
+    assert np.array_equal(part.slots[live], index.slot[live])
+    got = [m for m, _ in s.search(centre, ["big"], 20, exact=False)]
+    assert "b0001" not in got and "b9999" in got
+    other.close()

@@ -511,10 +511,14 @@ def generator_turn_pairs(root: Path | None = None, episodes: Sequence[str] | Non
             (ep.memory_id(i), gatemem_memory_text(t, prefix_role)) for i, t in enumerate(ep.turns))
     rng = component_rng(seed, "gatemem/generator_other_domain")
     out: list[dict] = []
+    others: dict[str, list] = {}  # per domain: the other domains' turns (the same for its episodes)
     for ep in eps:
         matcher = _Matcher(ep)
-        other = [(mid, text, dom) for dom, rows in sorted(pool_by_domain.items())
-                 if dom != ep.domain for mid, text in rows]
+        other = others.get(ep.domain)
+        if other is None:
+            other = others[ep.domain] = [(mid, text, dom) for dom, rows in sorted(pool_by_domain.items())
+                                         if dom != ep.domain for mid, text in rows]
+        turns = [(ep.memory_id(i), gatemem_memory_text(t, prefix_role)) for i, t in enumerate(ep.turns)]
         for ckpt in ep.checkpoints:
             cl = checkpoint_labels(ep, ckpt, matcher)
             positives = sorted({i for g in cl.anchor_groups for i in g})
@@ -530,14 +534,9 @@ def generator_turn_pairs(root: Path | None = None, episodes: Sequence[str] | Non
                 "attack_type": ckpt.get("attack_type"),
                 "asker_role": (ckpt.get("asker") or {}).get("role"),
                 "query_text": ckpt["query_text"],
-                "positives": [{"memory_id": ep.memory_id(i),
-                               "text": gatemem_memory_text(ep.turns[i], prefix_role)}
-                              for i in positives],
-                "protected": [{"memory_id": ep.memory_id(i),
-                               "text": gatemem_memory_text(ep.turns[i], prefix_role)}
-                              for i in cl.protected],
-                "history": [{"memory_id": ep.memory_id(i),
-                             "text": gatemem_memory_text(ep.turns[i], prefix_role)}
+                "positives": [{"memory_id": turns[i][0], "text": turns[i][1]} for i in positives],
+                "protected": [{"memory_id": turns[i][0], "text": turns[i][1]} for i in cl.protected],
+                "history": [{"memory_id": turns[i][0], "text": turns[i][1]}
                             for i in range(cl.as_of_index + 1) if i not in protected],
                 "other_domain": [{"memory_id": other[j][0], "text": other[j][1],
                                   "domain": other[j][2]} for j in sorted(int(x) for x in picks)],
