@@ -3,10 +3,14 @@ synthetic split. Selection is on your dev triples; the drop threshold is calibra
 (``pos`` = required and admissible, ``neg`` = inadmissible) or skipped with a note; the real-data
 guards are an explicit choice, stated in the output and the model card:
 
-- ``guards="auto"`` (default): ``locomo,gatemem`` when the vendored real data is present, else
-  none, and the note says which and why;
+- ``guards="auto"`` (default): ``locomo,gatemem_routes,gatemem,text_risk`` when the vendored real
+  data is present, else none, and the note says which and why;
 - ``guards="none"``: selection on your dev set alone;
-- ``guards="locomo,gatemem"`` (or one of them): required; a missing copy raises.
+- ``guards="locomo,gatemem"`` (any subset of the four): required; a missing copy raises.
+
+When guarded selection ships step 0 (no trained step passed every guard, or none beat step 0 on
+your dev set), the run prints one loud line and the model card says the export ranks like the
+cosine.
 
 Pre-computed vector files train the same way (no encoder; no guards, which embed real text with
 the bundled encoder).
@@ -34,15 +38,13 @@ from memgate.model.encoder import set_offline_defaults
 from memgate.model.export import export_gate, write_json, write_model_card
 from memgate.model.gate import MemGate, MemGateConfig
 from memgate.train.config import TrainConfig
-from memgate.train.modules import BestGateSelection, MemGateModule, PreferenceDataModule
+from memgate.train.modules import MemGateModule, PreferenceDataModule
 from memgate.train.monitor import TrainingMonitor, preflight
-from memgate.train.run import build_trainer, encoder_from, run_record, write_curve
-from memgate.train.selection import selection_guards_for
+from memgate.train.run import build_trainer, encoder_from, run_record, say_loudly, step_zero_line, write_curve
+from memgate.train.select_step import BestGateSelection
+from memgate.train.selection import GUARD_NAMES, selection_guards_for
 
 log = logging.getLogger("memgate.train")
-
-GUARD_NAMES = ("locomo", "gatemem")
-
 
 class VectorTable:
     """The encoder of a pre-computed vector file: ``encode`` looks the ``vec:`` keys up."""
@@ -65,9 +67,9 @@ def resolve_guards(spec: str, config: TrainConfig, kind: str) -> tuple[tuple[str
             return (), ("none (default for pre-computed vectors: the guards embed real text with the "
                         "bundled encoder, which these vectors need not come from)")
         if real_data_available(root):
-            return GUARD_NAMES, (f"locomo,gatemem (default: the vendored real data is present at {shown}; "
+            return GUARD_NAMES, (f"{','.join(GUARD_NAMES)} (default: the vendored real data is present at {shown}; "
                                  "pass --guards none to select on your dev set alone)")
-        return (), (f"none (default: no real data at {shown}; pass --guards locomo,gatemem to require it)")
+        return (), (f"none (default: no real data at {shown}; pass --guards {','.join(GUARD_NAMES)} to require it)")
     if spec == "none":
         return (), "none (--guards none: selection on your dev set alone)"
     names = tuple(n.strip() for n in spec.split(",") if n.strip())
@@ -76,8 +78,8 @@ def resolve_guards(spec: str, config: TrainConfig, kind: str) -> tuple[tuple[str
         raise ValueError(f"--guards: unknown guard(s) {unknown or [spec]}; give auto, none or a "
                          f"comma-separated subset of {list(GUARD_NAMES)}")
     if kind == "vector":
-        raise ValueError("--guards: the real-data guards need text triples (they embed LoCoMo and GateMem "
-                         "text with the bundled encoder); use --guards none with pre-computed vectors")
+        raise ValueError("--guards: the real-data guards need text triples (they embed LoCoMo, GateMem and "
+                         "natural-phrasing text with the bundled encoder); use --guards none with pre-computed vectors")
     return names, f"{','.join(names)} (--guards {spec}: required)"
 
 
@@ -124,8 +126,11 @@ def train_on_triples(
     out_dir = Path(out_dir)
     config = replace(config, export=replace(config.export, name=out_dir.name, headline=False))
     names, guard_note = resolve_guards(guards, config, train.kind)
-    config = replace(config, selection=replace(config.selection, locomo_guard="locomo" in names,
-                                               gatemem_guard="gatemem" in names))
+    # selection on your dev set (its preference accuracy), under the guards you chose
+    config = replace(config, selection=replace(
+        config.selection, metric="dev_pref_acc_gated", locomo_guard="locomo" in names,
+        gatemem_routes_guard="gatemem_routes" in names, gatemem_guard="gatemem" in names,
+        text_risk_guard="text_risk" in names))
     log.info("guards: %s", guard_note)
     seed_value = seed_everything(config.seed, "train")
     run_dir = resolve_path(config.export.runs_dir) / config.export.name
@@ -153,7 +158,7 @@ def train_on_triples(
     module = MemGateModule(gate, config.loss, dm.embeddings, config.optim.lr,
                            config.optim.weight_decay, config.optim.warmup_steps, lists=dm.lists,
                            lists_per_step=config.data.lists_per_step, seed=seed_value)
-    selection, monitor = BestGateSelection(guard), TrainingMonitor()
+    selection, monitor = BestGateSelection(guard, "dev_pref_acc_gated"), TrainingMonitor()
     warnings = preflight(len(dm.train), config.optim.batch_size, config.optim.max_epochs,
                          config.optim.max_steps, config.optim.warmup_steps)
     trainer = build_trainer(replace(config, trainer=replace(config.trainer, devices=1)), run_dir,
@@ -162,9 +167,11 @@ def train_on_triples(
     trainer.validate(module, datamodule=dm, verbose=False)
     trainer.fit(module, datamodule=dm)
     train_seconds = time.perf_counter() - t0
-    if selection.best_state is None:
-        raise RuntimeError("no validation step passed the selection guards; nothing to export "
-                           f"(guards: {guard_note})")
+    selection.finalize()
+    loud = step_zero_line(selection, guard)
+    if loud:
+        warnings.append(loud)
+        say_loudly(loud)
     gate.load_state_dict(selection.best_state)
     gate.float().eval()
     calibration, calibration_note = calibrate_on_triples(gate, dm, dev, calibrate)
