@@ -133,7 +133,9 @@ def current_triples_hash(config: TrainConfig) -> str | None:
     data_dir = resolve_path(config.data.data_dir)
     if not (data_dir / "meta.json").exists():
         return None
-    key = (str(data_dir), config.encoder, config.data)
+    # what training_triples reads (config.data itself holds a dict, data.source_shares: unhashable)
+    key = (str(data_dir), config.encoder, tuple(config.data.sources), config.data.use_mined,
+           config.data.text_visible_only)
     if key not in _TRIPLES_HASHES:
         try:
             _TRIPLES_HASHES[key] = triples_hash(training_triples(config, data_dir, encoder_from(config))[1])
