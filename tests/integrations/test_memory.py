@@ -13,7 +13,7 @@ import pytest
 
 from memgate import Memory
 from memgate.integrations import opening
-from memgate.integrations.gate_default import MAX_REPORT_DROP, gate_default
+from memgate.integrations.gate_default import MAX_REPORT_DROP, REQUIRED_GUARDS, gate_default
 from memgate.retriever import EmbeddedStore, GatedRetriever, UnknownMemoryError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -106,33 +106,44 @@ def test_metadata_is_stored_filterable_before_truncation_and_erased(tmp_path, me
 
 
 def test_gate_default_rule(tmp_path):
-    # the release (the step-86 gate) records both guards passed and its LoCoMo-report drop
+    # the release records every guard passed at a trained step and its LoCoMo-report drop
     # (headline.json locomo_report, written by the release pipeline from its report): on
     released = gate_default()
     assert released.use is True, released.reason
 
-    def card(guards, drop=None, name="card"):
+    def card(selection, drop=None, name="card"):
         d = tmp_path / name
         d.mkdir()
-        (d / "config.json").write_text(json.dumps({"export": {"selection": guards}}))
+        (d / "config.json").write_text(json.dumps({"export": {"selection": selection}}))
         if drop is not None:
             (d / "headline.json").write_text(json.dumps({"locomo_report": {"drop": drop}}))
         return d
 
-    both = {"guards": [{"source": "locomo", "passed": True}, {"source": "gatemem", "passed": True}]}
-    assert gate_default(card(both, 0.005, "ok")).use is True
-    assert gate_default(card(both, MAX_REPORT_DROP, "edge")).use is True
-    high = gate_default(card(both, 0.02, "high"))
+    def guards(failed=(), step=86):
+        """A release-format selection: every guard by name, at ``step``."""
+        return {"step": step, "passed": not failed, "guard": {
+            "passed": not failed, **{g: {"guard": g, "source": "gatemem" if g.startswith("gatemem") else g,
+                                         "passed": g not in failed} for g in REQUIRED_GUARDS}}}
+
+    assert REQUIRED_GUARDS == ("locomo", "gatemem_routes", "gatemem", "text_risk")
+    on = gate_default(card(guards(), 0.005, "ok"))
+    assert on.use is True and "trained step 86" in on.reason
+    assert gate_default(card(guards(), MAX_REPORT_DROP, "edge")).use is True
+    high = gate_default(card(guards(), 0.02, "high"))
     assert not high.use and "0.0200 exceeds" in high.reason
-    assert "no LoCoMo-report" in gate_default(card(both, None, "nodrop")).reason
-    one_failed = {"guard": {"source": "locomo", "passed": True},
-                  "guards": {"gatemem": {"passed": False}}}
-    assert "gatemem guard as failed" in gate_default(card(one_failed, 0.0, "failed")).reason
-    release_format = {"guard": {"locomo": {"source": "locomo", "passed": True, "drop": 0.006},
-                                "gatemem": {"source": "gatemem", "passed": True}, "passed": True}}
-    assert gate_default(card(release_format, 0.004, "release")).use is True
-    release_format["guard"]["gatemem"]["passed"] = False
-    assert not gate_default(card(release_format, 0.004, "release-failed")).use
+    assert "no LoCoMo-report" in gate_default(card(guards(), None, "nodrop")).reason
+    for name in REQUIRED_GUARDS:  # each new guard alone switches it off
+        off = gate_default(card(guards(failed=(name,)), 0.0, f"failed-{name}"))
+        assert not off.use and f"the {name} guard as failed" in off.reason
+    step0 = gate_default(card(guards(step=0), 0.0, "step0"))  # the fallback: ranks like the cosine
+    assert not step0.use and "step-0 gate" in step0.reason
+    # a card of the two-guard rule (before the split) records neither new guard: off
+    old = {"step": 86, "guard": {"locomo": {"source": "locomo", "passed": True},
+                                 "gatemem": {"source": "gatemem", "passed": True}, "passed": True}}
+    off = gate_default(card(old, 0.004, "two-guards"))
+    assert not off.use and "records no gatemem_routes / text_risk selection guard" in off.reason
+    listed = {"step": 86, "guards": [{"guard": g, "source": "gatemem", "passed": True} for g in REQUIRED_GUARDS]}
+    assert gate_default(card(listed, 0.0, "listed")).use is True  # a list names each guard by "guard"
     assert not gate_default(tmp_path / "missing").use
 
 

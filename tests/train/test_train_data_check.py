@@ -114,7 +114,8 @@ def test_memgate_train_refuses_changed_data_in_one_line(tmp_path, data, no_encod
 
     _edit_one_triple(data)
     status = main(["train", f"data.data_dir={data}", "data.use_mined=false", "selection.locomo_guard=false",
-                   "selection.gatemem_guard=false", f"export.checkpoints_dir={tmp_path / 'checkpoints'}",
+                   "selection.gatemem_guard=false", "selection.gatemem_routes_guard=false",
+            "selection.text_risk_guard=false", "selection.metric=dev_pref_acc_gated", f"export.checkpoints_dir={tmp_path / 'checkpoints'}",
                    f"export.runs_dir={tmp_path / 'runs'}", "export.name=check", "trainer.progress_bar=false",
                    "trainer.logger=none"])
     err = capsys.readouterr().err
