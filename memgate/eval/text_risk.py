@@ -41,6 +41,7 @@ import torch
 
 from memgate.contract.seeding import component_rng
 from memgate.datasets.real.phrasing import CATEGORY, SOURCES, eval_rows
+from memgate.eval.transfer import transfer_analysis
 
 CATEGORIES = ("cross_domain", "sycophancy", "tool_drift", "jailbreak")
 VARIANTS = ("natural", "matched")
@@ -220,8 +221,6 @@ def report_figures(gate, encoder, n_boot: int = 2000, seed: int = 0, root=None,
     """Every source's ``report`` part, both variants, through ``transfer_analysis`` (memories as
     query and episode, as ``data_gen.phrasing_audit`` does), and the macro point figure.
     Reporting only: it reads report parts (``purpose="evaluation"``)."""
-    from memgate.eval.transfer import transfer_analysis
-
     cells = build_cells(encoder, "report", "evaluation", root=root, seed=0, sources=sources)
     out: dict = {"cells": {}}
     diff = {}
