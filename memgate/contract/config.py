@@ -153,11 +153,18 @@ def parse_overrides(overrides: Iterable[str]) -> dict:
     return nested
 
 
-def deep_merge(base: dict, update: dict) -> dict:
+def deep_merge(base: dict, update: dict, cls: Optional[type] = None) -> dict:
+    """``update`` over ``base``, section by section. With ``cls`` (the dataclass the result maps
+    onto) only sections (dataclass-typed fields) merge; a mapping-valued setting such as
+    ``data.source_shares`` is one value and is replaced whole (merged, a row's shares kept the
+    release's keys beside its own and failed "not in data.sources")."""
     merged = dict(base)
+    hints = typing.get_type_hints(cls) if cls is not None and dataclasses.is_dataclass(cls) else {}
     for key, value in update.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = deep_merge(merged[key], value)
+        section = hints.get(key)
+        is_section = section is not None and dataclasses.is_dataclass(section)
+        if isinstance(value, dict) and isinstance(merged.get(key), dict) and (cls is None or is_section):
+            merged[key] = deep_merge(merged[key], value, section if is_section else None)
         else:
             merged[key] = value
     return merged
@@ -180,8 +187,8 @@ def load_config(cls: Type[T], path: Optional[Union[str, Path]], overrides: Itera
     the dotted key and where it came from (``file:line`` or the override)."""
     raw = load_yaml(path) if path is not None else {}
     overrides = list(overrides)
-    raw = deep_merge(raw, parse_overrides(overrides))
-    raw = deep_merge(raw, dict(values or {}))
+    raw = deep_merge(raw, parse_overrides(overrides), cls)
+    raw = deep_merge(raw, dict(values or {}), cls)
     try:
         return from_dict(cls, raw)
     except ConfigError as exc:

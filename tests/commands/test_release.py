@@ -37,10 +37,12 @@ def test_release_was_trained_with_the_default_train_config():
 
 
 def test_release_data_hash_matches_the_default_data_config(tmp_path):
-    """Regenerate the default data (text only, no audit) and compare the data hash."""
+    """Regenerate the release's data (the default train config's data.data_config; text only, no
+    audit) and compare the data hash."""
     from data_gen.generate import generate_from_config
 
-    meta = generate_from_config(REPO_ROOT / "configs/data/default.yaml", tmp_path / "data", audit=False)
+    data_config = load_config(TrainConfig, REPO_ROOT / "configs/train/default.yaml").data.data_config
+    meta = generate_from_config(REPO_ROOT / data_config, tmp_path / "data", audit=False)
     assert meta["data_hash"] == released_info()["data_hash"], (
         "the default data config (or the generator) changed since the release: run `make release`"
     )

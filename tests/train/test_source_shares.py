@@ -56,3 +56,19 @@ def test_the_data_module_draws_its_batches_by_share():
     q_source = {int(dm.train.q[i]): s for i, s in enumerate(dm.train.source)}
     batches = [Counter(q_source[int(q)] for q in batch[0]) for batch in dm.train_dataloader()]
     assert len(batches) == 4 and all(b == {"template": 4, "phrasing_jailbreak": 4} for b in batches)
+
+
+def test_a_shares_override_replaces_the_release_shares_and_sections_still_merge():
+    """The release config sets data.source_shares; a row's mapping replaces it whole (merged, the
+    release's keys stayed beside the row's: a row without GateMem triples failed "not in
+    data.sources"), and ``=null`` goes back to concatenated sources, while sections still merge."""
+    from memgate.contract.config import REPO_ROOT, load_config
+
+    default = REPO_ROOT / "configs/train/default.yaml"
+    shares = {"template": 0.9, "phrasing_jailbreak": 0.1}
+    config = load_config(TrainConfig, default, [
+        "data.sources=[template,phrasing_jailbreak]", f"data.source_shares={shares}"])
+    assert config.data.source_shares == shares
+    assert config.data.list_size == load_config(TrainConfig, default).data.list_size  # section merged
+    off = load_config(TrainConfig, default, ["data.sources=[gatemem]", "data.source_shares=null"])
+    assert off.data.source_shares is None and off.data.sources == ("gatemem",)
