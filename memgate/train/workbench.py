@@ -106,6 +106,23 @@ def calibrate_on_triples(gate: MemGate, dm: PreferenceDataModule, dev: TripleSet
                                    "pairs as inadmissible, at most 1% of required pairs dropped")
 
 
+def own_source_shares(config: TrainConfig, rows: list) -> TrainConfig:
+    """``data.source_shares`` of the release config mixes the project's own triple sources
+    (templates, GateMem, the natural-phrasing sources); your triples keep them only when they hold
+    every source with a share (a row without ``source`` is ``template``), else batches are drawn
+    from your triples as they are, and the run says so."""
+    shares = config.data.source_shares
+    if not shares:
+        return config
+    held = {row.get("source", "template") for row in rows}
+    missing = sorted(s for s, share in shares.items() if share > 0 and s not in held)
+    if not missing:
+        return config
+    log.info("data.source_shares: off (your triples hold no %s; batches draw from them as they are)",
+             ", ".join(missing))
+    return replace(config, data=replace(config.data, source_shares=None))
+
+
 def train_on_triples(
     train: TripleSet,
     dev: TripleSet,
@@ -132,6 +149,7 @@ def train_on_triples(
         gatemem_routes_guard="gatemem_routes" in names, gatemem_guard="gatemem" in names,
         text_risk_guard="text_risk" in names))
     log.info("guards: %s", guard_note)
+    config = own_source_shares(config, train.rows)
     seed_value = seed_everything(config.seed, "train")
     run_dir = resolve_path(config.export.runs_dir) / config.export.name
     write_resolved(config, run_dir, argv=argv or [], seed=config.seed, component_seed=seed_value,

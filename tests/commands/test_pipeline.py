@@ -22,6 +22,8 @@ def tiny_config(tmp: Path, *extra: str) -> TrainConfig:
         [
             f"data.data_dir={tmp / 'data'}",
             "data.data_config=configs/data/tiny.yaml",
+            # tiny data has no natural-phrasing sources: the pre-issue-33 mix
+            "data.sources=[template,mined,gatemem]", "data.source_shares=null", "data.list_sources=[gatemem]",
             "data.use_mined=false",
             "optim.max_epochs=20",
             "optim.warmup_steps=5",

@@ -84,11 +84,11 @@ def test_data_sources_select_training_triples_by_origin(tmp_path: Path):
     (tmp_path / "train" / "triples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     encoder = Encoder(EncoderConfig(), repo_root=REPO_ROOT)
     config = load_config(TrainConfig, REPO_ROOT / "configs/train/default.yaml",
-                         ["data.use_mined=false", "data.sources=[gatemem]"])
+                         ["data.use_mined=false", "data.sources=[gatemem]", "data.source_shares=null"])
     _, kept = training_triples(config, tmp_path, encoder)
     assert [r["query_text"] for r in kept] == ["q1", "q3"]
     config = load_config(TrainConfig, REPO_ROOT / "configs/train/default.yaml", ["data.use_mined=false"])
-    assert len(training_triples(config, tmp_path, encoder)[1]) == 4
+    assert len(training_triples(config, tmp_path, encoder)[1]) == 4  # the default takes every origin
 
 
 def test_a_row_with_source_shares_is_checked_for_stale_triples(tmp_path: Path):
@@ -198,15 +198,17 @@ def test_excluded_sources_are_named_in_a_warning(tmp_path: Path, caplog):
     (tmp_path / "train").mkdir()
     (tmp_path / "train" / "triples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     encoder = Encoder(EncoderConfig(), repo_root=REPO_ROOT)
-    default = load_config(TrainConfig, REPO_ROOT / "configs/train/default.yaml", ["data.use_mined=false"])
-    assert default.data.sources == ("template", "mined", "gatemem")  # the release's recorded default
+    default = load_config(TrainConfig, REPO_ROOT / "configs/train/default.yaml", [  # the pre-issue-33 default
+        "data.use_mined=false", "data.sources=[template,mined,gatemem]", "data.source_shares=null"])
+    assert default.data.sources == ("template", "mined", "gatemem")
     with caplog.at_level(logging.WARNING, logger="memgate.train.run"):
         _, kept, warning = training_triples_checked(default, tmp_path, encoder)
     assert [r["query_text"] for r in kept] == ["q0", "q2", "q4"]
     assert "phrasing_sycophancy (2 triples)" in warning and "excludes" in warning
     assert warning in caplog.text
     with_it = load_config(TrainConfig, REPO_ROOT / "configs/train/default.yaml",
-                          ["data.use_mined=false", "data.sources=[template,mined,gatemem,phrasing_sycophancy]"])
+                          ["data.use_mined=false", "data.sources=[template,mined,gatemem,phrasing_sycophancy]",
+                           "data.source_shares=null"])
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="memgate.train.run"):
         path, kept = training_triples(with_it, tmp_path, encoder)

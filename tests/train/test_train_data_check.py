@@ -35,6 +35,7 @@ def data(generated, tmp_path) -> Path:
 def config_for(tmp: Path, data: Path, *extra: str) -> TrainConfig:
     return load_config(TrainConfig, resolve_path("configs/train/default.yaml"), [
         f"data.data_dir={data}", "data.use_mined=false", "selection.locomo_guard=false",
+        "data.sources=[template,mined,gatemem]", "data.source_shares=null", "data.list_sources=[gatemem]",  # no natural-phrasing sources in it
         f"export.checkpoints_dir={tmp / 'checkpoints'}", f"export.runs_dir={tmp / 'runs'}",
         "export.name=check", "trainer.progress_bar=false", "trainer.logger=none", *extra])
 
