@@ -282,7 +282,7 @@ def build_parser(prog=None) -> argparse.ArgumentParser:
     parser.add_argument("overrides", nargs="*", metavar="key=value",
                         help="eval config overrides, e.g. n_boot=1000 routes=[global_dense,learned_gate]")
     parser.add_argument("--checkpoint", default=None, help=f"gate export directory (key checkpoint; default {DEFAULT_CHECKPOINT})")
-    parser.add_argument("--data", default=None, help=f"generated data directory (key data; default {DEFAULT_DATA})")
+    parser.add_argument("--data", default=None, help=f"generated data directory (key data; default: the one the checkpoint trained on, else {DEFAULT_DATA})")
     parser.add_argument("--cases", default=None, help="evaluate only this verify-agent-memory cases file")
     parser.add_argument("--triples", default=None,
                         help="evaluate the gate on your own triples (docs/workbench.md): preference accuracy "
@@ -337,12 +337,22 @@ def main(argv=None, prog=None) -> int:
     return run_config(config)
 
 
+def checkpoint_data_dir(checkpoint: Path) -> str:
+    """The data directory a checkpoint trained on (``train_config.data.data_dir``), else
+    ``data/default``: since issue 33 the release trains on ``data/textrisk_dialogue``."""
+    try:
+        info = json.loads((Path(checkpoint) / "config.json").read_text()).get("export", {})
+    except (OSError, ValueError):
+        return DEFAULT_DATA
+    return info.get("train_config", {}).get("data", {}).get("data_dir") or DEFAULT_DATA
+
+
 def run_config(config: EvalConfig) -> int:
     """Evaluate as ``config`` says (what ``memgate evaluate`` runs without --cases / --triples)."""
     if config.checkpoint is None:
         raise ConfigError("checkpoint: null needs --cases (a gate-free evaluation of a cases file)")
     checkpoint = resolve_path(config.checkpoint)
-    data_dir = resolve_path(config.data)
+    data_dir = resolve_path(config.data or checkpoint_data_dir(checkpoint))
     ensure_eval_data(checkpoint, data_dir)
     out = resolve_path(config.out) if config.out else resolve_path(f"reports/{checkpoint.name}")
     routes = config.routes or CORE_ROUTES

@@ -154,17 +154,19 @@ def parse_overrides(overrides: Iterable[str]) -> dict:
 
 
 def deep_merge(base: dict, update: dict, cls: Optional[type] = None) -> dict:
-    """``update`` over ``base``, section by section. With ``cls`` (the dataclass the result maps
-    onto) only sections (dataclass-typed fields) merge; a mapping-valued setting such as
-    ``data.source_shares`` is one value and is replaced whole (merged, a row's shares kept the
-    release's keys beside its own and failed "not in data.sources")."""
+    """``update`` over ``base``, mapping by mapping. With ``cls`` (the dataclass the result maps
+    onto), a field declared ``field(metadata={"merge": "replace"})`` is one value and is replaced
+    whole: ``data.source_shares`` (merged, a row's shares kept the release's keys beside its own
+    and failed "not in data.sources"); every other mapping merges key by key."""
     merged = dict(base)
-    hints = typing.get_type_hints(cls) if cls is not None and dataclasses.is_dataclass(cls) else {}
+    fields = {f.name: f for f in dataclasses.fields(cls)} if cls is not None and dataclasses.is_dataclass(cls) else {}
+    hints = typing.get_type_hints(cls) if fields else {}
     for key, value in update.items():
-        section = hints.get(key)
-        is_section = section is not None and dataclasses.is_dataclass(section)
-        if isinstance(value, dict) and isinstance(merged.get(key), dict) and (cls is None or is_section):
-            merged[key] = deep_merge(merged[key], value, section if is_section else None)
+        spec = fields.get(key)
+        if isinstance(value, dict) and isinstance(merged.get(key), dict) and not (
+                spec is not None and spec.metadata.get("merge") == "replace"):
+            section = hints.get(key)
+            merged[key] = deep_merge(merged[key], value, section if dataclasses.is_dataclass(section) else None)
         else:
             merged[key] = value
     return merged

@@ -48,7 +48,7 @@ class DataSection:
     # per-source share of each training batch ({source: share}, summing to 1; every source listed
     # in data.sources). null: one shuffled stream of every triple, so a source's share is its
     # share of the triples (the behaviour the released gate was trained with)
-    source_shares: Optional[dict] = None
+    source_shares: Optional[dict] = field(default=None, metadata={"merge": "replace"})  # an override replaces it whole
     # benign lists for the ranking-preservation term: gatemem (train/benign_lists.jsonl, the
     # GateMem-generator lists) and / or dialogue (train/dialogue_lists.jsonl, data config
     # dialogue_lists.enabled)
