@@ -339,7 +339,7 @@ def main(argv=None, prog=None) -> int:
 
 def checkpoint_data_dir(checkpoint: Path) -> str:
     """The data directory a checkpoint trained on (``train_config.data.data_dir``), else
-    ``data/default``: since issue 33 the release trains on ``data/textrisk_dialogue``."""
+    ``data/default`` (the release's; a mix row's gate trains on e.g. ``data/textrisk_dialogue``)."""
     try:
         info = json.loads((Path(checkpoint) / "config.json").read_text()).get("export", {})
     except (OSError, ValueError):

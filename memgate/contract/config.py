@@ -156,7 +156,7 @@ def parse_overrides(overrides: Iterable[str]) -> dict:
 def deep_merge(base: dict, update: dict, cls: Optional[type] = None) -> dict:
     """``update`` over ``base``, mapping by mapping. With ``cls`` (the dataclass the result maps
     onto), a field declared ``field(metadata={"merge": "replace"})`` is one value and is replaced
-    whole: ``data.source_shares`` (merged, a row's shares kept the release's keys beside its own
+    whole: ``data.source_shares`` (merged, a row's shares kept its base's keys beside its own
     and failed "not in data.sources"); every other mapping merges key by key."""
     merged = dict(base)
     fields = {f.name: f for f in dataclasses.fields(cls)} if cls is not None and dataclasses.is_dataclass(cls) else {}

@@ -107,7 +107,7 @@ def calibrate_on_triples(gate: MemGate, dm: PreferenceDataModule, dev: TripleSet
 
 
 def own_source_shares(config: TrainConfig, rows: list) -> TrainConfig:
-    """``data.source_shares`` of the release config mixes the project's own triple sources
+    """``data.source_shares`` of a mix config (the text-risk rows) mixes the project's triple sources
     (templates, GateMem, the natural-phrasing sources); your triples keep them only when they hold
     every source with a share (the loader gives a triple without ``source`` ``user``), else batches are drawn
     from your triples as they are, and the run says so."""

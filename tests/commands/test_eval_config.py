@@ -68,9 +68,9 @@ def test_rerank_depth_from_the_file_reaches_the_gated_routes(tmp_path):
 
 
 def test_the_default_data_is_the_one_the_checkpoint_trained_on(tmp_path):
-    """`memgate evaluate` without --data reads the checkpoint's train_config.data.data_dir (the
-    release trains on data/textrisk_dialogue since issue 33; data/default failed its data-hash
-    check); a checkpoint that records none keeps data/default."""
+    """`memgate evaluate` without --data reads the checkpoint's train_config.data.data_dir (a gate
+    trained on a mix row's data, e.g. data/textrisk_dialogue, failed the data-hash check against
+    data/default); a checkpoint that records none keeps data/default."""
     from memgate.commands.evaluate import DEFAULT_DATA, checkpoint_data_dir
 
     assert EvalConfig().data is None
