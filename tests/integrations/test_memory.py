@@ -106,10 +106,12 @@ def test_metadata_is_stored_filterable_before_truncation_and_erased(tmp_path, me
 
 
 def test_gate_default_rule(tmp_path):
-    # the release records every guard passed at a trained step and its LoCoMo-report drop
-    # (headline.json locomo_report, written by the release pipeline from its report): on
+    # the committed release (step 86, trained before issue 33) records only the locomo and gatemem
+    # guards, so the four-guard rule leaves it off, and says why (no text-risk gate is released)
     released = gate_default()
-    assert released.use is True, released.reason
+    assert released.use is False
+    assert released.reason == ("the model card records no gatemem_routes / text_risk selection guard "
+                               "(all of locomo, gatemem_routes, gatemem, text_risk must pass)")
 
     def card(selection, drop=None, name="card"):
         d = tmp_path / name
@@ -147,12 +149,17 @@ def test_gate_default_rule(tmp_path):
     assert not gate_default(tmp_path / "missing").use
 
 
-def test_released_gate_is_on_by_default(tmp_path, caplog):
+def test_the_released_gate_is_off_by_default_and_the_memory_says_why(tmp_path, caplog):
+    """The step-86 card records two of the four guards: Memory() opens ungated (the cosine) and
+    says so once with gate_default's reason; gate= still switches the gate on."""
     opening._said.discard("gate-off")
     with caplog.at_level(logging.WARNING, logger="memgate"):
-        with Memory(path=tmp_path / "on", fsync=False) as m:
-            assert m.gate_decision.use is True and m.retriever.gate is not None
-    assert not [r for r in caplog.records if "learned gate is off" in r.getMessage()]
+        with Memory(path=tmp_path / "off", fsync=False) as m:
+            assert m.gate_decision.use is False and m.retriever.gate is None
+    said = [r for r in caplog.records if "learned gate is off" in r.getMessage()]
+    assert len(said) == 1 and gate_default().reason in said[0].getMessage()
+    with Memory(path=tmp_path / "on", gate=ROOT / "checkpoints" / "memgate-minilm-l6", fsync=False) as m:
+        assert m.retriever.gate is not None
 
 
 def test_gate_off_is_said_once(tmp_path, caplog, monkeypatch):
