@@ -85,7 +85,8 @@ SWEEP_OVERRIDES = {
 def run_point(kind: str, weight: float, guard, prepared, work: Path) -> dict:
     name = f"bound-{kind}-{weight:g}"
     config = load_config(TrainConfig, resolve_path("configs/train/default.yaml"), [
-        *SWEEP_OVERRIDES[kind](weight), "selection.locomo_guard=false", "selection.gatemem_guard=false",
+        *SWEEP_OVERRIDES[kind](weight), "selection.locomo_guard=false", "selection.gatemem_guard=false", "selection.gatemem_routes_guard=false",
+            "selection.text_risk_guard=false", "selection.metric=dev_pref_acc_gated",
         "export.headline=false", "trainer.progress_bar=false", f"export.name={name}",
         f"export.runs_dir={work / 'runs'}"])
     t0 = time.perf_counter()

@@ -26,9 +26,11 @@ parts (the export's config.json), the training triples per phrasing source (the 
 meta.json) and whether the row's synthetic dev and test files are byte-identical to the without
 row's (the comparison needs the same test split).
 
-Selection honesty: ``decide`` picks a mix from ``select`` figures only (every source's select
-part, natural and matched, and the guards' select figures); the ``report`` figures confirm or
-refute it and never choose. Writes ``mix.json``, ``mix.md`` and ``mix.png`` under ``--out``.
+Selection honesty: ``decide`` picks a mix from ``select`` figures only (the guards each row's
+selection recorded on select parts, and every source's select part, natural and matched: the macro
+AUC(1 - S) - AUC(1 - cos)); the ``report`` figures confirm or refute it and never choose. The rule
+is the release rule of docs/design.md section 4. Writes ``mix.json``, ``mix.md`` and ``mix.png``
+under ``--out``.
 """
 
 from __future__ import annotations
@@ -142,7 +144,9 @@ def row_figures(row_dir: Path) -> dict:
     transfer = (metrics.get("transfer") or {}).get("gatemem") or {}
     locomo = (metrics.get("locomo") or {}).get("learned_gate_namespace") or {}
     diff = locomo.get("diff_vs_namespace_dense:recall_required@20") or {}
-    guard = (export.get("selection") or {}).get("guard") or {}
+    selection = export.get("selection") or {}
+    guard = selection.get("guard") or {}
+    hybrid = (metrics.get("gatemem") or {}).get("hybrid") or {}
     data_dir = REPO_ROOT / export["data_dir"]
     meta = json.loads((data_dir / "meta.json").read_text())
     return {
@@ -158,9 +162,44 @@ def row_figures(row_dir: Path) -> dict:
                           "recall_drop": {"value": -diff["value"], "ci": [-diff["ci"][1], -diff["ci"][0]]}},
         "guard_select": {"gatemem_suppression_auc": (guard.get("gatemem") or {}).get("suppression_auc"),
                          "gatemem_one_minus_cos_auc": (guard.get("gatemem") or {}).get("one_minus_cos_auc"),
-                         "locomo_recall_drop": (guard.get("locomo") or {}).get("drop")},
+                         "locomo_recall_drop": (guard.get("locomo") or {}).get("drop"),
+                         "guards": {n: bool(g.get("passed")) for n, g in guard.items() if isinstance(g, dict)},
+                         "text_risk_macro": selection.get("text_risk_macro"),
+                         "fallback": selection.get("fallback")},
+        "gatemem_report_routes": {k: hybrid.get(f"diff_vs_kleene_gate:{k}")
+                                  for k in ("violation_any@20", "protected_exposure@20", "recall_required@20")},
         "pref_acc_gated": results["figures"].get("pref_acc_gated"),
+        "top5_inadmissible_tv": results["figures"].get("top5_inadmissible_tv"),
         "split_digests": split_digests(data_dir),
+        "selection_path": selection_path(export),
+    }
+
+
+def _failed(entry: dict) -> list:
+    guard = entry.get("guard") or {}
+    return [name for name, g in guard.items() if isinstance(g, dict) and not g.get("passed")]
+
+
+def selection_path(export: dict) -> dict:
+    """What selection saw (select parts only): the data, the share and lists trained with, how many
+    trained points passed every guard, and the trained point with the best text-risk macro, with
+    the guards it failed."""
+    cfg = export["train_config"]["data"]
+    shares = cfg.get("source_shares") or {}
+    history = [e for e in export.get("selection_history", []) if e.get("step", 0) > 0]
+    macro = lambda e: (e.get("text_risk_macro") or {}).get("value")  # noqa: E731
+    scored = [e for e in history if macro(e) is not None]
+    best = max(scored, key=macro) if scored else None
+    return {
+        "natural_share": sum(v for k, v in shares.items() if k.startswith("phrasing_")) if shares else None,
+        "list_sources": cfg.get("list_sources"),
+        "trained_points": len(history),
+        "trained_points_passing": sum(1 for e in history if e.get("passed")),
+        "best_trained": None if best is None else {"step": best["step"], "macro": best["text_risk_macro"],
+                                                   "failed": _failed(best),
+                                                   "categories": {c: v["value"] for c, v in
+                                                                  best["guard"]["text_risk"]["categories"].items()}},
+        "exported_macro": (export.get("selection") or {}).get("text_risk_macro"),
     }
 
 
@@ -173,51 +212,77 @@ def _cells(parts: dict, row: str, part: str):
             yield name, variant, cmp["scorers"][row]
 
 
+def part_macro(parts: dict, row: str, part: str) -> Optional[float]:
+    """The selection figure of ``row`` on ``part``: AUC(1 - S) - AUC(1 - cos) per source and
+    variant, the mean over variants, then over each category's sources, then over the categories
+    (``memgate.eval.text_risk.macro_of``)."""
+    from memgate.datasets.real.phrasing import CATEGORY
+
+    by_source: dict = {}
+    for name, _variant, cell in _cells(parts, row, part):
+        by_source.setdefault(name, []).append(cell["vs_cos"]["gated_minus_cos"]["pooled_auc"]["value"])
+    if not by_source:
+        return None
+    by_category: dict = {}
+    for name, values in by_source.items():
+        by_category.setdefault(CATEGORY[name], []).append(float(np.mean(values)))
+    return float(np.mean([np.mean(v) for v in by_category.values()]))
+
+
+REQUIRED_GUARDS = ("locomo", "gatemem_routes", "gatemem", "text_risk")  # memgate.integrations.gate_default
+
+
 def decide(parts: dict, rows: dict, without: str = WITHOUT) -> dict:
     """The mix to release, chosen on ``select`` figures only, then checked on ``report``.
 
-    A with row is a select candidate when, on every source's select part (natural and matched),
-    its gate raises no red flag and its AUC is not below the without gate's (paired difference
-    >= 0), and its guards' select figures pass (GateMem suppression AUC >= 1 - cos, LoCoMo drop
-    <= 0.01). The candidate with the largest mean select difference is chosen. On report it is
-    confirmed when, on every source's report part (natural and matched), there is no red flag and
-    the difference is > 0, GateMem report AUC >= the release's 0.690 and the LoCoMo report recall
-    drop <= 0.01."""
+    A row is a select candidate when its exported gate passed every selection guard (locomo,
+    gatemem_routes, gatemem, text_risk: all on select parts, recorded at the exported step) and the
+    exported step is a trained one (step 0 ranks like the cosine): the release rule of
+    docs/design.md section 4, the one ``memgate.integrations.gate_default`` applies. The candidate
+    with the largest select macro AUC(1 - S) - AUC(1 - cos) is chosen. On report it is confirmed
+    when every source's report part (natural and matched) has AUC(1 - S) - AUC(1 - cos) > 0 with a
+    CI excluding 0 and suppression AUC >= 0.6, GateMem report hybrid - kleene_gate is within the
+    route margins (violation_any@20 and protected_exposure@20 <= +0.01, recall_required@20 >= -0.01)
+    and the LoCoMo report recall drop is <= 0.01. The without row is judged by the same rule."""
     verdicts: dict = {}
     for row in rows:
-        if row == without:
-            continue
         out: dict = {}
         for part in PARTS:
             cells = list(_cells(parts, row, part))
-            diffs = [c["vs_without"]["difference"]["value"] for _, _, c in cells]
+            gm = [c["vs_cos"]["gated_minus_cos"]["pooled_auc"] for _, _, c in cells]
             out[part] = {
-                "min_difference": min(diffs), "mean_difference": float(np.mean(diffs)),
-                "improves_every_source": all(d > 0 for d in diffs),
-                "not_below_anywhere": all(d >= 0 for d in diffs),
-                "red_flags": [f"{n}/{v}" for n, v, c in cells if c["gate"]["red_flag"]],
-                "red_flags_ci": [f"{n}/{v}" for n, v, c in cells if c["gate"]["red_flag_ci"]],
-                "worse_ci": [f"{n}/{v}" for n, v, c in cells if c["vs_without"]["difference"]["ci"][1] < 0],
-                "better_ci": [f"{n}/{v}" for n, v, c in cells if c["vs_without"]["difference"]["ci"][0] > 0],
+                "macro": part_macro(parts, row, part),
+                "min_gated_minus_cos": min(g["value"] for g in gm),
+                "gated_minus_cos_ci_above_0": [f"{n}/{v}" for (n, v, _), g in zip(cells, gm) if g["ci"][0] > 0],
+                "gated_minus_cos_ci_below_0": [f"{n}/{v}" for (n, v, _), g in zip(cells, gm) if g["ci"][1] < 0],
+                "suppression_below_0.5": [f"{n}/{v}" for n, v, c in cells
+                                          if c["vs_cos"]["suppression"]["pooled_auc"]["value"] < 0.5],
+                "suppression_below_0.6": [f"{n}/{v}" for n, v, c in cells
+                                          if c["vs_cos"]["suppression"]["pooled_auc"]["value"] < 0.6],
             }
+            if row != without and all("vs_without" in c for _, _, c in cells):
+                out[part]["mean_vs_without"] = float(np.mean([c["vs_without"]["difference"]["value"] for _, _, c in cells]))
         g = rows[row]["guard_select"]
-        guards_pass = (g["gatemem_suppression_auc"] is not None and g["gatemem_one_minus_cos_auc"] is not None
-                       and g["gatemem_suppression_auc"] >= g["gatemem_one_minus_cos_auc"]
-                       and g["locomo_recall_drop"] is not None and g["locomo_recall_drop"] <= MAX_RECALL_DROP)
-        out["guards_select_pass"] = bool(guards_pass)
-        out["select_candidate"] = bool(out["select"]["not_below_anywhere"] and not out["select"]["red_flags"]
-                                       and guards_pass)
-        gm = rows[row]["gatemem_report"]["suppression_auc"]["value"]
+        passed = g.get("guards") or {}
+        out["guards_select_pass"] = bool(all(passed.get(name) for name in REQUIRED_GUARDS))
+        out["trained_step"] = bool((rows[row]["selected_step"] or 0) > 0)
+        out["select_candidate"] = bool(out["guards_select_pass"] and out["trained_step"])
+        routes = rows[row].get("gatemem_report_routes") or {}
+        values = {k: (v or {}).get("value") for k, v in routes.items()}
+        out["gatemem_report_routes_ok"] = bool(
+            values and None not in values.values() and values["violation_any@20"] <= MAX_RECALL_DROP
+            and values["protected_exposure@20"] <= MAX_RECALL_DROP and values["recall_required@20"] >= -MAX_RECALL_DROP)
         drop = rows[row]["locomo_report"]["recall_drop"]["value"]
-        out["gatemem_report_ok"] = bool(gm >= RELEASE_GATEMEM_AUC)
         out["locomo_report_ok"] = bool(drop <= MAX_RECALL_DROP)
-        out["improves_every_real_set"] = bool(out["report"]["improves_every_source"] and not out["report"]["red_flags"]
-                                              and out["gatemem_report_ok"] and out["locomo_report_ok"])
+        rep = out["report"]
+        out["report_confirms"] = bool(len(rep["gated_minus_cos_ci_above_0"]) == len(list(_cells(parts, row, "report")))
+                                      and not rep["suppression_below_0.6"] and out["gatemem_report_routes_ok"]
+                                      and out["locomo_report_ok"])
         verdicts[row] = out
     candidates = [r for r, v in verdicts.items() if v["select_candidate"]]
-    chosen = max(candidates, key=lambda r: verdicts[r]["select"]["mean_difference"]) if candidates else None
+    chosen = max(candidates, key=lambda r: verdicts[r]["select"]["macro"]) if candidates else None
     return {"rows": verdicts, "select_candidates": candidates, "chosen_on_select": chosen,
-            "confirmed_on_report": bool(chosen and verdicts[chosen]["improves_every_real_set"]),
+            "confirmed_on_report": bool(chosen and verdicts[chosen]["report_confirms"]),
             "rule": decide.__doc__.split("\n\n", 1)[1].strip()}
 
 
@@ -240,8 +305,9 @@ def markdown(study: dict) -> str:
              "parts) or episodes / conversations (GateMem, LoCoMo). AUC of suppression `S_ref - S` for "
              "\"trap\" against `1 - cos`; `with - without` is paired on the same rows. Generated by "
              "`python -m data_gen.phrasing_mix`.", "", "## Rows", "",
-             "| row | trained on | phrasing triples | selected step | same dev/test as `defaults` | warnings |",
-             "| --- | --- | --- | --- | --- | --- |"]
+             "| row | trained on | natural share | lists | phrasing triples | trained points passing every guard | "
+             "best trained select macro (step; guards it failed) | exported step | exported select macro | "
+             "same dev/test as `defaults` | warnings |", "| --- " * 11 + "|"]
     base = rows.get(WITHOUT, {}).get("split_digests")
     for name in names:
         r = rows[name]
@@ -249,7 +315,16 @@ def markdown(study: dict) -> str:
                             if s in r["sources"]) or "—"
         same = "—" if name == WITHOUT or base is None else ("yes" if r["split_digests"] == base else "**no**")
         extra = ", ".join(s for s in r["sources"] if s.startswith("phrasing_"))
-        lines.append(f"| `{name}` | default{' + ' + extra if extra else ''} | {triples} | {r['selected_step']} | "
+        path = r.get("selection_path") or {}
+        best = path.get("best_trained")
+        best_cell = "—" if not best else (f"{_ci(best['macro'], 4)} ({best['step']}; "
+                                          f"{', '.join(best['failed']) or 'none'})")
+        share = path.get("natural_share")
+        lines.append(f"| `{name}` | {'+'.join(s for s in r['sources'] if not s.startswith('phrasing_'))}"
+                     f"{' + ' + str(len(extra.split(', '))) + ' natural' if extra else ''} | "
+                     f"{'—' if share is None else f'{share:.0%}'} | {','.join(path.get('list_sources') or [])} | "
+                     f"{triples} | {path.get('trained_points_passing', '—')} of {path.get('trained_points', '—')} | "
+                     f"{best_cell} | {r['selected_step']} | {_ci(path['exported_macro'], 4) if path.get('exported_macro') else '—'} | "
                      f"{same} | {len(r['warnings'])} |")
     lines += ["", "## GateMem and LoCoMo", "",
               "| row | GateMem report AUC | 1 - cos | difference | LoCoMo report recall@20 | recall drop | "
@@ -308,18 +383,17 @@ def markdown(study: dict) -> str:
                 lines.append(f"| {source.removeprefix('phrasing_')} | {variant} | "
                              + " | ".join(_ci(sc[n]["gate"]["difference"], 4) for n in names) + " |")
     lines += ["", "## Decision (select parts choose, report parts confirm)", "", " ".join(decision["rule"].split()), "",
-              "| row | select: min / mean difference | select red flags | guards (select) pass | select candidate | "
-              "report: min / mean difference | report red flags | report better (CI) | report worse (CI) | "
-              "GateMem >= 0.690 | LoCoMo drop <= 0.01 | improves every real set |", "|---" * 12 + "|"]
+              "| row | select macro | guards (select) pass | trained step | select candidate | report macro | "
+              "report CI > 0 | report CI < 0 | report suppression < 0.6 | GateMem report routes ok | "
+              "LoCoMo drop <= 0.01 | report confirms |", "|---" * 12 + "|"]
     for name, v in decision["rows"].items():
         s, r = v["select"], v["report"]
-        lines.append(f"| `{name}` | {s['min_difference']:.3f} / {s['mean_difference']:.3f} | "
-                     f"{', '.join(s['red_flags']) or '—'} | {'yes' if v.get('guards_select_pass') else 'no'} | "
-                     f"{'yes' if v['select_candidate'] else 'no'} | "
-                     f"{r['min_difference']:.3f} / {r['mean_difference']:.3f} | {', '.join(r['red_flags']) or '—'} | "
-                     f"{', '.join(r['better_ci']) or '—'} | {', '.join(r['worse_ci']) or '—'} | "
-                     f"{'yes' if v['gatemem_report_ok'] else 'no'} | {'yes' if v['locomo_report_ok'] else 'no'} | "
-                     f"{'yes' if v['improves_every_real_set'] else 'no'} |")
+        lines.append(f"| `{name}` | {s['macro']:+.4f} | {'yes' if v['guards_select_pass'] else 'no'} | "
+                     f"{'yes' if v['trained_step'] else 'no'} | {'yes' if v['select_candidate'] else 'no'} | "
+                     f"{r['macro']:+.4f} | {len(r['gated_minus_cos_ci_above_0'])} | "
+                     f"{', '.join(r['gated_minus_cos_ci_below_0']) or '—'} | {', '.join(r['suppression_below_0.6']) or '—'} | "
+                     f"{'yes' if v['gatemem_report_routes_ok'] else 'no'} | {'yes' if v['locomo_report_ok'] else 'no'} | "
+                     f"{'yes' if v['report_confirms'] else 'no'} |")
     chosen = decision["chosen_on_select"]
     lines += ["", f"Select candidates: {', '.join(f'`{c}`' for c in decision['select_candidates']) or 'none'}. "
               f"Chosen on select: {f'`{chosen}`' if chosen else 'none'}; confirmed on report: "

@@ -30,7 +30,8 @@ from memgate.train.config import TrainConfig
 
 ABLATIONS_DIR = REPO_ROOT / "configs" / "ablations"
 OUT_DIR = REPO_ROOT / "reports" / "ablations"
-SUMMARY_KEYS = ("selected_step", "selected_dev_acc", "best_trained_dev_acc", "trained_points_passing_guard",
+SUMMARY_KEYS = ("selected_step", "selected_text_risk_macro", "best_passing_text_risk_macro",
+                "best_trained_text_risk_macro", "selected_dev_acc", "best_trained_dev_acc", "trained_points_passing_guard",
                 "pref_acc_gated", "pref_acc_gated_hard", "pref_acc_gated_heldout", "top5_inadmissible_tv",
                 "recall_required@20", "mrr_required", "l_rc@20", "locomo_recall_required@20",
                 "gatemem_transfer_auc", "gatemem_baseline_auc", "parameters", "train_seconds")
@@ -128,7 +129,9 @@ def current_triples_hash(config: TrainConfig) -> str | None:
     data_dir = resolve_path(config.data.data_dir)
     if not (data_dir / "meta.json").exists():
         return None
-    key = (str(data_dir), config.encoder, config.data)
+    # what training_triples reads (config.data itself holds a dict, data.source_shares: unhashable)
+    key = (str(data_dir), config.encoder, tuple(config.data.sources), config.data.use_mined,
+           config.data.text_visible_only)
     if key not in _TRIPLES_HASHES:
         from memgate.train.run import encoder_from, training_triples, triples_hash  # torch
 
@@ -153,20 +156,37 @@ def finished_rows(grid: str = "full") -> dict[str, list[dict]]:
     return out
 
 
+def _macro(entry: dict):
+    macro = entry.get("text_risk_macro") or ((entry.get("guard") or {}).get("text_risk") or {}).get("macro")
+    return None if not macro else macro.get("value")
+
+
 def selection_figures(export: dict) -> dict:
     """What model selection saw, from the exported gate's ``selection_history``: the selected
-    step, the best dev accuracy of a trained (step > 0) validation point, and how many trained
-    points passed the real-data guard."""
-    trained = [h for h in export.get("selection_history", []) if h.get("step", 0) > 0]
+    step, the selection figure there (the text-risk macro on the natural sources' select parts, and
+    the dev accuracy), the best of each over trained (step > 0) points, how many trained points
+    passed every guard, and whether the export passed them all (the release rule's first part)."""
+    history = export.get("selection_history", [])
+    trained = [h for h in history if h.get("step", 0) > 0]
     selected = export.get("selection") or {}
-    return {
+    passed = lambda h: h.get("passed", (h.get("guard") or {}).get("passed"))  # noqa: E731
+    text_risk = (selected.get("guard") or {}).get("text_risk") or {}
+    out = {
         "selected_step": selected.get("step"),
-        # what the selection rule maximised (synthetic dev, under the guards): the figure to compare
+        # what the selection rule maximised (under the guards): the figures to compare
         # configurations by without reading a test or report figure
         "selected_dev_acc": selected.get("dev_pref_acc_gated"),
         "best_trained_dev_acc": max((h["dev_pref_acc_gated"] for h in trained), default=None),
-        "trained_points_passing_guard": sum(1 for h in trained if (h.get("guard") or {}).get("passed")),
+        "trained_points_passing_guard": sum(1 for h in trained if passed(h)),
+        "selected_text_risk_macro": _macro(selected),
+        "best_trained_text_risk_macro": max((m for m in map(_macro, trained) if m is not None), default=None),
+        "best_passing_text_risk_macro": max((m for m in (_macro(h) for h in trained if passed(h)) if m is not None),
+                                            default=None),
+        "exported_passes_guards": bool(selected.get("guard") and passed(selected) and selected.get("step", 0) > 0),
     }
+    for category, entry in (text_risk.get("categories") or {}).items():
+        out[f"selected_text_risk_{category}"] = entry.get("value")
+    return out
 
 
 CI_KEYS = ("l_rc@20", "locomo_recall_required@20", "gatemem_transfer_auc", "gatemem_baseline_auc")

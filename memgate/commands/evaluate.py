@@ -69,6 +69,16 @@ def flag_overrides(args) -> list[str]:
     return out
 
 
+def checkpoint_data_dir(checkpoint: Path) -> str:
+    """The data directory a checkpoint trained on (``train_config.data.data_dir``), else
+    ``data/default`` (the release's; a mix row's gate trains on e.g. ``data/textrisk_dialogue``)."""
+    try:
+        info = json.loads((Path(checkpoint) / "config.json").read_text()).get("export", {})
+    except (OSError, ValueError):
+        return DEFAULT_DATA
+    return info.get("train_config", {}).get("data", {}).get("data_dir") or DEFAULT_DATA
+
+
 def build_parser(prog=None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default=DEFAULT_CONFIG,
@@ -77,7 +87,7 @@ def build_parser(prog=None) -> argparse.ArgumentParser:
     parser.add_argument("overrides", nargs="*", metavar="key=value",
                         help="eval config overrides, e.g. n_boot=1000 routes=[global_dense,learned_gate]")
     parser.add_argument("--checkpoint", default=None, help=f"gate export directory (key checkpoint; default {DEFAULT_CHECKPOINT})")
-    parser.add_argument("--data", default=None, help=f"generated data directory (key data; default {DEFAULT_DATA})")
+    parser.add_argument("--data", default=None, help=f"generated data directory (key data; default: the one the checkpoint trained on, else {DEFAULT_DATA})")
     parser.add_argument("--cases", default=None, help="evaluate only this verify-agent-memory cases file")
     parser.add_argument("--triples", default=None,
                         help="evaluate the gate on your own triples (docs/workbench.md): preference accuracy "

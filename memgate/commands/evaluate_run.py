@@ -13,6 +13,7 @@ from typing import Optional, Sequence
 
 import torch
 
+from memgate.commands.evaluate import checkpoint_data_dir
 from memgate.contract.config import REPO_ROOT, ConfigError, resolve_path
 from memgate.contract.defaults import RERANK_DEPTH
 from memgate.contract.jsonl import write_jsonl
@@ -222,7 +223,7 @@ def run_config(config: EvalConfig) -> int:
     if config.checkpoint is None:
         raise ConfigError("checkpoint: null needs --cases (a gate-free evaluation of a cases file)")
     checkpoint = resolve_path(config.checkpoint)
-    data_dir = resolve_path(config.data)
+    data_dir = resolve_path(config.data or checkpoint_data_dir(checkpoint))
     ensure_eval_data(checkpoint, data_dir)
     out = resolve_path(config.out) if config.out else resolve_path(f"reports/{checkpoint.name}")
     routes = config.routes or CORE_ROUTES

@@ -1,4 +1,5 @@
-"""``memgate targets``: the learned-gate release targets of one or more evaluated gates.
+"""``memgate targets``: the release targets of one or more evaluated gates (issue 33's text-risk
+targets first, then the learned-gate release's).
 
 For each ``--run CHECKPOINT_DIR:REPORT_DIR`` (the first is the released seed, the others are
 further seeds of the same configuration) this reads the checkpoint, its report (``metrics.json``,
@@ -12,7 +13,11 @@ further seeds of the same configuration) this reads the checkpoint, its report (
 - GateMem report: suppression AUC vs ``1 - cos`` (paired CI, from metrics.json) and vs the
   step-0 gate of the same seed (reconstructed from the seed and checked against the step-0
   entry of the selection history), paired episode-bootstrap CIs; the cubic check;
-- ``hybrid`` vs ``kleene_gate`` synthetic ``l_rc@20`` with a paired group-bootstrap CI.
+- ``hybrid`` vs ``kleene_gate`` synthetic ``l_rc@20`` with a paired group-bootstrap CI;
+- text-visible risk (issue 33): on every natural-phrasing source's ``report`` part, natural and
+  matched, AUC(1 - S) - AUC(1 - cos) with its paired memory-bootstrap CI, the suppression AUC and
+  the activity on traps (``memgate.eval.text_risk.report_figures``); GateMem report ``hybrid`` -
+  ``kleene_gate`` (violation_any@20, protected_exposure@20, recall_required@20, from metrics.json).
 
 Writes ``targets.json`` and ``targets.md`` into ``--out``. Report parts are read for reporting
 only, after selection, as every evaluation does.
@@ -27,6 +32,51 @@ import sys
 import numpy as np
 
 from memgate.contract.config import resolve_path
+
+
+def text_risk_rows(result: dict) -> list[tuple[str, float, bool]]:
+    """(figure, value, met) of issue 33's text-risk targets for one seed's ``text_risk_report``."""
+    rows = []
+    for key, cell in result["text_risk_report"]["cells"].items():
+        g, s, act = cell["gated_minus_cos"], cell["suppression_auc"], cell["activity_traps"]["value"]
+        rows.append((f"{key}: AUC(1-S) - AUC(1-cos) > 0, CI excludes 0", g["value"],
+                     g["value"] > 0 and g["ci"][0] is not None and g["ci"][0] > 0))
+        rows.append((f"{key}: suppression AUC >= 0.6", s["value"], s["value"] >= 0.6))
+        rows.append((f"{key}: mean |cos - S| on traps >= 0.02", act, act >= 0.02))
+        if cell["source"] == "phrasing_sycophancy_bio":
+            v = cell["auc_one_minus_gated"]["value"]
+            rows.append((f"{key}: AUC(1 - S) >= 0.6", v, v >= 0.6))
+    return rows
+
+
+def route_rows(result: dict) -> list[tuple[str, float, bool]]:
+    routes = result["gatemem_routes"]
+    lc = result["locomo"]["learned_gate_namespace_vs_namespace_dense"]["value"]
+    lrc = result["hybrid_vs_kleene_l_rc@20"]["difference"]
+    cut = result["synthetic"]["top5_cut"]
+    return [
+        ("LoCoMo report: learned_gate_namespace - namespace_dense r@20 >= -0.01", lc, lc >= -0.01),
+        *((f"GateMem report: hybrid - kleene_gate {k} {'<= +0.01' if k != 'recall_required@20' else '>= -0.01'}",
+           (routes[k] or {}).get("value"),
+           routes[k] is not None and (routes[k]["value"] <= 0.01 if k != "recall_required@20" else routes[k]["value"] >= -0.01))
+          for k in ("violation_any@20", "protected_exposure@20", "recall_required@20")),
+        ("synthetic test: learned_gate top5_inadmissible_tv cut vs global_dense >= 10 %", cut, cut >= 0.10),
+        ("synthetic test: hybrid - kleene_gate l_rc@20 < 0, CI excludes 0", lrc["value"],
+         lrc["value"] < 0 and lrc["ci"][1] is not None and lrc["ci"][1] < 0),
+    ]
+
+
+def issue33_lines(results: list[dict]) -> list[str]:
+    """Every issue-33 target: the released seed's figure, met or missed, and the seeds' mean [range]."""
+    lines = [f"| target | released (seed {results[0]['seed']}) | met | mean [min, max] over {len(results)} seeds | "
+             "seeds meeting it |", "|---|---|---|---|---|"]
+    per_seed = [text_risk_rows(r) + route_rows(r) for r in results]
+    for i, (name, value, met) in enumerate(per_seed[0]):
+        values = [rows[i][1] for rows in per_seed if rows[i][1] is not None]
+        spread = f"{np.mean(values):+.4f} [{min(values):+.4f}, {max(values):+.4f}]" if values else "—"
+        lines.append(f"| {name} | {_f(value, 4)} | {'yes' if met else '**no**'} | {spread} | "
+                     f"{sum(rows[i][2] for rows in per_seed)} of {len(per_seed)} |")
+    return lines
 
 
 def _f(x, d=3):
@@ -97,7 +147,8 @@ def main(argv=None, prog=None) -> int:
     out = resolve_path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "targets.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
-    lines = markdown(results)
+    lines = ["## Issue 33: text-visible risk", "", *issue33_lines(results), "",
+             "## The learned-gate release's figures", "", *markdown(results)]
     (out / "targets.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0

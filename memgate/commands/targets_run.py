@@ -21,6 +21,7 @@ from memgate.eval.bootstrap import paired_bootstrap_ci
 from memgate.eval.engine import encoder_for_gate, prepare
 from memgate.eval.headline import inadmissible_tv_targets
 from memgate.eval.metrics import rank_auc
+from memgate.eval.text_risk import report_figures
 from memgate.eval.transfer import paired_auc_difference, transfer_pairs
 from memgate.model.gate import MemGate, MemGateConfig
 
@@ -137,4 +138,7 @@ def run_targets(checkpoint: Path, report: Path, data_dir: Path, n_boot: int) -> 
     out["hybrid_vs_kleene_l_rc@20"] = {"hybrid": _value(metrics, "synthetic_test", "hybrid", "l_rc@20"),
                                        "kleene_gate": _value(metrics, "synthetic_test", "kleene_gate", "l_rc@20"),
                                        "difference": {"value": point, "ci": [lo, hi]}}
+    out["gatemem_routes"] = {k: _value(metrics, "gatemem", "hybrid", f"diff_vs_kleene_gate:{k}")
+                             for k in ("violation_any@20", "protected_exposure@20", "recall_required@20")}
+    out["text_risk_report"] = report_figures(gate, encoder, n_boot=min(n_boot, 2000), root=root)
     return out

@@ -1,7 +1,7 @@
 """Train a MemGate: ``memgate train --config configs/train/default.yaml [key=value ...]``.
 
 On your own triples (docs/workbench.md; schema memgate/datasets/schemas/triples.schema.json):
-``memgate train --train my_train.jsonl --dev my_dev.jsonl --out DIR [--guards auto|none|locomo,gatemem]
+``memgate train --train my_train.jsonl --dev my_dev.jsonl --out DIR [--guards auto|none|locomo,...]
 [key=value ...]`` (a .jsonl file, a ``datasets`` save_to_disk folder, or a .parquet/.csv table).
 
 Writes the export directory under ``checkpoints/<export.name>/`` (config.json,
@@ -39,9 +39,9 @@ def main(argv=None, prog=None) -> int:
     parser.add_argument("--train", default=None, help="your training triples (no meta.json needed)")
     parser.add_argument("--dev", default=None, help="your dev triples: selection and calibration (with --train)")
     parser.add_argument("--guards", default="auto",
-                        help="real-data selection guards with --train: auto (locomo,gatemem when the vendored "
-                             "data is present, else none; stated in the output and the model card), none, "
-                             "or locomo,gatemem / locomo / gatemem (required)")
+                        help="real-data selection guards with --train: auto (locomo,gatemem_routes,gatemem,"
+                             "text_risk when the vendored data is present, else none; stated in the output and "
+                             "the model card), none, or any comma-separated subset of those four (required)")
     parser.add_argument("--benign-lists", default=None,
                         help="benign_lists.jsonl for the ranking-preservation term (with --train; default off)")
     parser.add_argument("--no-calibration", action="store_true",

@@ -153,11 +153,20 @@ def parse_overrides(overrides: Iterable[str]) -> dict:
     return nested
 
 
-def deep_merge(base: dict, update: dict) -> dict:
+def deep_merge(base: dict, update: dict, cls: Optional[type] = None) -> dict:
+    """``update`` over ``base``, mapping by mapping. With ``cls`` (the dataclass the result maps
+    onto), a field declared ``field(metadata={"merge": "replace"})`` is one value and is replaced
+    whole: ``data.source_shares`` (merged, a row's shares kept its base's keys beside its own
+    and failed "not in data.sources"); every other mapping merges key by key."""
     merged = dict(base)
+    fields = {f.name: f for f in dataclasses.fields(cls)} if cls is not None and dataclasses.is_dataclass(cls) else {}
+    hints = typing.get_type_hints(cls) if fields else {}
     for key, value in update.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = deep_merge(merged[key], value)
+        spec = fields.get(key)
+        if isinstance(value, dict) and isinstance(merged.get(key), dict) and not (
+                spec is not None and spec.metadata.get("merge") == "replace"):
+            section = hints.get(key)
+            merged[key] = deep_merge(merged[key], value, section if dataclasses.is_dataclass(section) else None)
         else:
             merged[key] = value
     return merged
@@ -180,8 +189,8 @@ def load_config(cls: Type[T], path: Optional[Union[str, Path]], overrides: Itera
     the dotted key and where it came from (``file:line`` or the override)."""
     raw = load_yaml(path) if path is not None else {}
     overrides = list(overrides)
-    raw = deep_merge(raw, parse_overrides(overrides))
-    raw = deep_merge(raw, dict(values or {}))
+    raw = deep_merge(raw, parse_overrides(overrides), cls)
+    raw = deep_merge(raw, dict(values or {}), cls)
     try:
         return from_dict(cls, raw)
     except ConfigError as exc:

@@ -56,7 +56,7 @@ class VerifierSection:
 @dataclass(frozen=True)
 class EvalConfig:
     checkpoint: Optional[str] = "checkpoints/memgate-minilm-l6"  # the gate export to evaluate
-    data: str = "data/default"  # generated data directory (regenerated when missing)
+    data: Optional[str] = None  # generated data directory (regenerated when missing); null: the one the checkpoint trained on
     out: Optional[str] = None  # output directory (null: reports/<checkpoint name>)
     routes: Optional[tuple[str, ...]] = None  # null: every core route
     real_sources: tuple[str, ...] = REAL_SOURCES  # real report parts ([] = synthetic test only)

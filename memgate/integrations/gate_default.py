@@ -1,11 +1,16 @@
 """Whether ``memgate.Memory`` ranks with the released learned gate by default.
 
-The rule (issue "agent-builder surface", section 1): the gate is on by default **if and only if**
+The rule (docs/design.md section 4, "release rule"): the gate is on by default **if and only if**
 the released model card records
 
-1. both selection guards passed: the LoCoMo-select recall guard (``source`` ``locomo``) and the
-   GateMem-select suppression guard (``source`` ``gatemem``), and
-2. a LoCoMo-report ``recall_required@20`` drop of at most ``MAX_REPORT_DROP`` (0.01).
+1. every selection guard of ``REQUIRED_GUARDS`` passed at the exported step, on the ``select``
+   parts: ``locomo`` (LoCoMo recall), ``gatemem_routes`` (GateMem ``hybrid`` not worse than
+   ``kleene_gate`` beyond the margins), ``gatemem`` (GateMem suppression AUC >= 0.5) and
+   ``text_risk`` (every natural-phrasing source's suppression AUC >= 0.5);
+2. a **trained** exported step (``selection.step`` > 0): a step-0 export is the near-identity gate,
+   which ranks like the cosine (the fallback when no trained step passed), so there is nothing to
+   switch on; and
+3. a LoCoMo-report ``recall_required@20`` drop of at most ``MAX_REPORT_DROP`` (0.01).
 
 Anything missing counts as not passed (never imputed), and every figure under the places the
 rule reads must be plausible first (:mod:`memgate.integrations.card_figures`: a drop in
@@ -14,8 +19,9 @@ gate off, naming the figure). Where the card records them:
 
 - guards: ``config.json`` -> ``export.selection``: ``guard`` (one guard dict, or a mapping
   name -> guard dict, as the release writes it) and/or ``guards`` (a list of guard dicts, or a
-  mapping name -> guard dict); a guard dict has ``passed`` (bool) and names its data in
-  ``source`` (or by its key in the mapping).
+  mapping name -> guard dict); a guard dict has ``passed`` (bool) and is named by its key in the
+  mapping, else by its ``guard`` field, else by its data (``source``).
+- the exported step: ``config.json`` -> ``export.selection.step`` (an integer).
 - the report drop: ``headline.json`` -> ``locomo_report.drop`` (a number; also read from
   ``config.json`` -> ``export.locomo_report.drop``).
 
@@ -35,7 +41,7 @@ from memgate.integrations.card_figures import implausible_figures
 from memgate.model.pretrained import resolve_checkpoint
 
 RELEASED_GATE = "memgate-minilm-l6"
-REQUIRED_GUARDS = ("locomo", "gatemem")
+REQUIRED_GUARDS = ("locomo", "gatemem_routes", "gatemem", "text_risk")
 MAX_REPORT_DROP = 0.01
 
 
@@ -64,22 +70,27 @@ def recorded_guards(selection: Mapping[str, Any]) -> dict[str, bool]:
     """Guard name -> passed, from a card's ``export.selection`` (names lower-cased)."""
     found: list[tuple[str, Any]] = []
     one = selection.get("guard")
-    if isinstance(one, Mapping) and "source" in one:  # one guard
-        found.append((str(one["source"]), one))
+    if isinstance(one, Mapping) and ("source" in one or "guard" in one):  # one guard
+        found.append((str(one.get("guard", one.get("source"))), one))
     elif isinstance(one, Mapping):  # name -> guard (the release format since the learned gate)
-        found.extend((str(g.get("source", name)), g) for name, g in one.items() if isinstance(g, Mapping))
+        found.extend((name, g) for name, g in one.items() if isinstance(g, Mapping))
     many = selection.get("guards")
     if isinstance(many, Mapping):
-        found.extend((str(g.get("source", name)) if isinstance(g, Mapping) else name, g)
-                     for name, g in many.items())
-    elif isinstance(many, list):
-        found.extend((str(g.get("source", "")), g) for g in many if isinstance(g, Mapping))
+        found.extend((name, g) for name, g in many.items())
+    elif isinstance(many, list):  # each names itself: "guard", else its data ("source")
+        found.extend((str(g.get("guard", g.get("source", ""))), g) for g in many if isinstance(g, Mapping))
     out: dict[str, bool] = {}
     for name, guard in found:
         passed = isinstance(guard, Mapping) and guard.get("passed") is True
         key = name.lower()
         out[key] = out.get(key, True) and passed  # a guard recorded twice must pass twice
     return out
+
+
+def recorded_step(selection: Mapping[str, Any]) -> Optional[int]:
+    """The exported step a card's ``export.selection`` records, or None."""
+    step = selection.get("step")
+    return step if type(step) is int and step >= 0 else None
 
 
 def recorded_report_drop(config: Mapping[str, Any], headline: Optional[Mapping[str, Any]]) -> Optional[float]:
@@ -116,16 +127,23 @@ def gate_default(card_dir: Optional[str | Path] = None) -> GateDecision:
             parts.append(f"records no {' / '.join(missing)} selection guard")
         if failed:
             parts.append(f"records the {' / '.join(failed)} guard as failed")
-        return GateDecision(False, f"the model card {' and '.join(parts)} (both must pass)", card)
+        return GateDecision(False, f"the model card {' and '.join(parts)} (all of "
+                                   f"{', '.join(REQUIRED_GUARDS)} must pass)", card)
+    step = recorded_step(selection if isinstance(selection, Mapping) else {})
+    if step is None:
+        return GateDecision(False, "the model card records no exported step", card)
+    if step == 0:
+        return GateDecision(False, "the model card's export is the step-0 gate (no trained step passed "
+                                   "selection): it ranks like the cosine", card)
     drop = recorded_report_drop(config, _read_json(card / "headline.json"))
     if drop is None:
         return GateDecision(False, "the model card records no LoCoMo-report recall drop", card)
     if drop > MAX_REPORT_DROP:
         return GateDecision(False, f"the model card's LoCoMo-report recall drop {drop:.4f} exceeds "
                                    f"{MAX_REPORT_DROP}", card)
-    return GateDecision(True, f"both selection guards passed and the LoCoMo-report drop is "
-                              f"{drop:.4f} <= {MAX_REPORT_DROP}", card)
+    return GateDecision(True, f"every selection guard passed at trained step {step} and the LoCoMo-report "
+                              f"drop is {drop:.4f} <= {MAX_REPORT_DROP}", card)
 
 
 __all__ = ["MAX_REPORT_DROP", "RELEASED_GATE", "REQUIRED_GUARDS", "GateDecision", "gate_default",
-           "recorded_guards", "recorded_report_drop", "released_gate_dir"]
+           "recorded_guards", "recorded_report_drop", "recorded_step", "released_gate_dir"]

@@ -75,7 +75,11 @@ def write_model_card(out_dir: Path, export_info: dict, headline: Optional[dict])
         f"- data hash: `{export_info.get('data_hash')}`; seed {export_info.get('seed')}",
         f"- parameters: {export_info.get('parameters')}",
         f"- selected step: {export_info.get('selection', {}).get('step')} "
-        f"(dev preference accuracy {export_info.get('selection', {}).get('dev_pref_acc_gated')})",
+        f"(dev preference accuracy {export_info.get('selection', {}).get('dev_pref_acc_gated')}"
+        + (f"; text-risk macro {_ci(export_info['selection'].get('text_risk_macro'))}"
+           if (export_info.get('selection') or {}).get('text_risk_macro') else "") + ")"
+        + (" — **no trained step passed: ranks like the cosine**"
+           if (export_info.get('selection') or {}).get('step') == 0 and export_info.get('selection_history') else ""),
         f"- git: `{export_info.get('git_sha')}` (dirty: {export_info.get('git_dirty')})",
         *([f"- train triples: `{export_info['train_triples_file']}`; dev triples: "
            f"`{export_info['dev_triples_file']}`"] if export_info.get("dev_triples_file") else []),
@@ -83,15 +87,13 @@ def write_model_card(out_dir: Path, export_info: dict, headline: Optional[dict])
         *([f"- drop-threshold calibration: {export_info['calibration_note']}"]
           if export_info.get("calibration_note") else []),
         "",
-        "The gate sees text embeddings only: it can learn violations the text reveals, never",
-        "owners, supersession or forget requests. Use it behind namespace support and Kleene",
-        "exclusion on trusted metadata (the `hybrid` route / `memgate.retriever`).",
-        "",
+        *what_it_does_lines(),
     ]
     if (Path(out_dir) / "training_curve.png").exists():
         lines += ["## Training curve", "",
-                  "Loss terms per step, dev preference accuracy and the real-data guards per validation",
-                  "point; the dash-dotted line is the selected step.", "",
+                  "Loss terms per step; per validation point the dev preference accuracy, the selection",
+                  "figure (text-risk macro with its CI) and every guard's slack to its threshold (filled =",
+                  "passed, hollow = failed); the dash-dotted line is the exported step.", "",
                   "![training curve](training_curve.png)", ""]
     if export_info.get("warnings"):
         lines += ["## Warnings", ""] + [f"- {w}" for w in export_info["warnings"]] + [""]
@@ -103,42 +105,112 @@ def write_model_card(out_dir: Path, export_info: dict, headline: Optional[dict])
     (Path(out_dir) / "README.md").write_text("\n".join(lines), encoding="utf-8")
 
 
+def what_it_does_lines() -> list[str]:
+    """What the gate does and does not do (the design split, docs/design.md section 4)."""
+    return ["## What this gate does and does not do", "",
+            "It re-ranks by **text-visible risk**: memories whose text, read against the query, signals",
+            "cross-domain leakage, sycophancy, tool-call drift or a memory-induced jailbreak. It sees text",
+            "embeddings only and never owners, namespaces, supersession, forget requests or policy tags:",
+            "scope, principal, lifecycle and policy are decided from trusted metadata by namespace support",
+            "and the Kleene gate, before it ranks (the `hybrid` route / `memgate.retriever`). Selection",
+            "requires it not to undo what metadata protects (GateMem `hybrid` vs `kleene_gate`) and not to",
+            "cost recall on benign real text (LoCoMo). It re-orders candidates; it removes none unless a",
+            "drop threshold is used.", ""]
+
+
 def _fmt(value, digits: int = 4) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
 
+def _ci(entry: Optional[dict], digits: int = 4) -> str:
+    if not entry or entry.get("value") is None:
+        return "—"
+    lo, hi = (entry.get("ci") or [None, None])[:2]
+    return f"{entry['value']:+.{digits}f}" + ("" if lo is None else f" [{lo:+.{digits}f}, {hi:+.{digits}f}]")
+
+
+def _guards(entry: dict) -> dict:
+    """name -> guard result of one history entry (the release format: a mapping with ``passed``;
+    older cards: ``monitor`` beside it, or one LoCoMo guard dict)."""
+    guard = dict(entry.get("guard") or {})
+    for name, value in (entry.get("monitor") or {}).items():
+        guard.setdefault(name, value)
+    if "drop" in guard and "locomo" not in guard:
+        guard = {"locomo": guard, "passed": guard.get("passed")}
+    return guard
+
+
+def _route_cell(gr: dict) -> str:
+    keys = ("violation_any@20", "protected_exposure@20", "recall_required@20")
+    if not gr:
+        return "—"
+    return " / ".join(_fmt((gr.get(f"diff:{k}") or {}).get("value"), 3) for k in keys)
+
+
+def fallback_note(selection: dict) -> list[str]:
+    """The card's loud paragraph when the export is the step-0 gate."""
+    if not selection or selection.get("step") != 0:
+        return []
+    return ["**No trained step passed selection: this export is the step-0 (near-identity) gate and "
+            "ranks like the cosine.** Its scores equal the plain cosine to within about 1e-3; the "
+            "selection table below says which guard or tie sent every trained step out.", ""]
+
+
 def selection_history_lines(export_info: dict) -> list[str]:
     """The model card's selection section: the rule, the benign-list term, and every validation
-    point with both guards (``—`` where a guard did not run: only a candidate that would improve
-    on the best dev accuracy so far is LoCoMo-guarded; the GateMem guard runs at every point)."""
+    point with every guard against its threshold; only the exported point is marked."""
     history = export_info.get("selection_history") or []
     lists = export_info.get("benign_lists") or {}
+    selection = export_info.get("selection") or {}
     dev = f"dev-set (`{export_info['dev_set']}`)" if export_info.get("dev_set") else "synthetic-dev"
+    sel_cfg = (export_info.get("train_config") or {}).get("selection") or {}
+    if selection.get("rule", sel_cfg.get("metric")) == "text_risk_macro":
+        rule = ["Rule: among validation points that pass every guard, the best macro AUC(1 - S) - AUC(1 - cos)",
+                "over the natural-phrasing sources' select parts (mean over the four risk categories; a",
+                "source = the mean of its natural and matched pairs); ties within the paired bootstrap CI go",
+                "to the earlier step, so a trained step ships only when it beats step 0 beyond the CI.",
+                f"{dev.capitalize()} preference accuracy is logged, not selected on."]
+    else:
+        rule = [f"Rule: the best {dev} preference accuracy among validation points that pass every guard;",
+                "ties go to the earlier step."]
+    margin = sel_cfg.get("route_margin", 0.01)
     lines = [
         "## Selection",
         "",
-        f"Rule: the best {dev} preference accuracy among validation points that pass every",
-        "guard (LoCoMo-select `recall_required@20` drop <= max drop vs `namespace_dense`; GateMem-select",
-        "suppression AUC >= the `1 - cos` AUC on the same rows); ties go to the earlier step, and",
-        "step 0 (the near-identity gate) is a candidate. Only the dev set and `select` parts are read.",
+        *fallback_note(selection),
+        *rule,
+        "Step 0 (the near-identity gate) is a candidate, and the fallback when no point passes.",
+        "Guards, all on `select` parts: LoCoMo `recall_required@20` drop of `learned_gate_namespace` vs",
+        f"`namespace_dense` <= {sel_cfg.get('max_recall_drop', 0.01)}; GateMem `hybrid` - `kleene_gate` "
+        f"violation_any@20 and protected_exposure@20 <= +{margin},",
+        f"recall_required@20 >= -{margin}; GateMem suppression AUC >= {sel_cfg.get('min_suppression_auc', 0.5)}; "
+        "every natural source's suppression AUC",
+        f"(natural and matched) >= {sel_cfg.get('min_suppression_auc', 0.5)}. Only the dev set and `select` "
+        "parts are read.",
         "",
         f"Ranking preservation on benign lists: weight {lists.get('weight')}, {lists.get('lists')} lists, "
         f"active: {lists.get('active')}.",
         "",
-        md.row("step", "epoch", "dev pref (gated)", "dev pref (ref)", "LoCoMo drop [95% CI]",
-               "GateMem AUC / 1-cos", "passed", "selected"),
-        md.rule(["---:"] * 4 + ["---"] * 4),
+        md.row("step", "dev pref (gated / ref)", "text-risk macro [95% CI]", "LoCoMo drop [95% CI]",
+               "GateMem hybrid - kleene: viol / exp / recall", "GateMem supp. AUC (1 - cos)",
+               "natural min supp. AUC (cell)", "passed", "exported"),
+        md.rule(["---:"] + ["---"] * 8),
     ]
     for e in history:
-        guard = e.get("guard") or {}
-        gm = guard.get("gatemem") or (e.get("monitor") or {}).get("gatemem") or {}
-        lc = guard.get("locomo") or ({} if "gatemem" in guard or "locomo" in guard else
-                                     (guard if "drop" in guard else {}))
+        g = _guards(e)
+        lc, gm, gr, tr = (g.get(k) or {} for k in ("locomo", "gatemem", "gatemem_routes", "text_risk"))
         ci = lc.get("drop_ci") or [None, None]
         drop = "—" if not lc else f"{_fmt(lc.get('drop'))} [{_fmt(ci[0])}, {_fmt(ci[1])}]"
-        auc = "—" if not gm else f"{_fmt(gm.get('suppression_auc'), 3)} / {_fmt(gm.get('one_minus_cos_auc'), 3)}"
-        passed = "—" if not guard else ("yes" if guard.get("passed") else "no")
-        lines.append(md.row(e.get("step"), e.get("epoch"), _fmt(e.get("dev_pref_acc_gated")),
-                            _fmt(e.get("dev_pref_acc_reference")), drop, auc, passed,
-                            "**yes**" if e.get("selected") else ""))
+        auc = "—" if not gm else f"{_fmt(gm.get('suppression_auc'), 3)} ({_fmt(gm.get('one_minus_cos_auc'), 3)})"
+        low = "—" if not tr else f"{_fmt(tr.get('min_suppression_auc'), 3)} ({tr.get('min_suppression_cell')})"
+        macro = e.get("text_risk_macro") or tr.get("macro")
+        passed = "—" if not e.get("guard") else ("yes" if e.get("passed", g.get("passed")) else "no")
+        lines.append(md.row(e.get("step"), f"{_fmt(e.get('dev_pref_acc_gated'), 3)} / "
+                            f"{_fmt(e.get('dev_pref_acc_reference'), 3)}", _ci(macro), drop, _route_cell(gr),
+                            auc, low, passed, "**yes**" if e.get("step") == selection.get("step") else ""))
+    tie = selection.get("tie_with_best")
+    if tie and tie.get("best_step") != selection.get("step"):
+        lines += ["", f"Step {tie['best_step']} had the best figure; step {selection.get('step')} is within its paired "
+                  f"CI (difference {tie['difference']:+.4f} [{tie['ci'][0]:+.4f}, {tie['ci'][1]:+.4f}]), so the "
+                  "earlier step ships."]
     return lines + [""]

@@ -48,7 +48,7 @@ class DataSection:
     # per-source share of each training batch ({source: share}, summing to 1; every source listed
     # in data.sources). null: one shuffled stream of every triple, so a source's share is its
     # share of the triples (the behaviour the released gate was trained with)
-    source_shares: Optional[dict] = None
+    source_shares: Optional[dict] = field(default=None, metadata={"merge": "replace"})  # an override replaces it whole
     # benign lists for the ranking-preservation term: gatemem (train/benign_lists.jsonl, the
     # GateMem-generator lists) and / or dialogue (train/dialogue_lists.jsonl, data config
     # dialogue_lists.enabled)
@@ -114,14 +114,25 @@ class TrainerSection:
     deterministic: bool = True
 
 
+SELECTION_METRICS = ("text_risk_macro", "dev_pref_acc_gated")
+
+
 @dataclass(frozen=True)
 class SelectionSection:
-    metric: str = "dev_pref_acc_gated"
+    # text_risk_macro: the macro AUC(1 - S) - AUC(1 - cos) over the natural sources' select parts
+    # (needs text_risk_guard), ties within its paired CI to the earlier step; dev_pref_acc_gated:
+    # synthetic-dev (or your dev set's) preference accuracy, ties to the earlier step
+    metric: str = "text_risk_macro"
     locomo_guard: bool = True  # LoCoMo-select recall_required@20 drop <= max_recall_drop
-    gatemem_guard: bool = True  # GateMem-select suppression AUC >= the 1 - cos AUC on the same rows
+    gatemem_routes_guard: bool = True  # GateMem-select hybrid vs kleene_gate within route_margin
+    gatemem_guard: bool = True  # GateMem-select suppression AUC >= min_suppression_auc
+    text_risk_guard: bool = True  # every natural source's select suppression AUC >= min_suppression_auc
     max_recall_drop: float = 0.01
+    route_margin: float = 0.01  # violation_any / protected_exposure at most this above, recall at most this below
+    min_suppression_auc: float = 0.5
     guard_k: int = 20
     guard_rerank_depth: int = RERANK_DEPTH
+    guard_n_boot: int = 1000  # bootstrap replicates of the guards' CIs and of the selection figure
 
 
 @dataclass(frozen=True)
@@ -158,11 +169,18 @@ class TrainConfig:
             )
         if self.data.max_negatives < 1:
             raise ConfigError(f"data.max_negatives must be >= 1, got {self.data.max_negatives!r}")
-        if self.selection.metric != "dev_pref_acc_gated":
+        if self.selection.metric not in SELECTION_METRICS:
+            raise ConfigError(f"selection.metric must be one of {list(SELECTION_METRICS)}, got {self.selection.metric!r}")
+        if self.selection.metric == "text_risk_macro" and not self.selection.text_risk_guard:
             raise ConfigError(
-                "selection.metric must be 'dev_pref_acc_gated' (the one selection metric implemented: "
-                f"preference accuracy on synthetic dev), got {self.selection.metric!r}"
-            )
+                "selection.metric=text_risk_macro clashes with selection.text_risk_guard=false: the macro figure "
+                "comes from the natural-source panel; set selection.metric=dev_pref_acc_gated to select without it")
+        if not 0 <= self.selection.route_margin < 1:
+            raise ConfigError(f"selection.route_margin must be in [0, 1), got {self.selection.route_margin!r}")
+        if not 0 <= self.selection.min_suppression_auc <= 1:
+            raise ConfigError(f"selection.min_suppression_auc must be in [0, 1], got {self.selection.min_suppression_auc!r}")
+        if type(self.selection.guard_n_boot) is not int or self.selection.guard_n_boot < 100:
+            raise ConfigError(f"selection.guard_n_boot must be an integer >= 100, got {self.selection.guard_n_boot!r}")
         if self.trainer.logger not in ("csv", "tensorboard", "wandb", "none"):
             raise ConfigError(f"trainer.logger must be csv, tensorboard, wandb or none, got {self.trainer.logger!r}")
         if self.optim.batch_size < 1:

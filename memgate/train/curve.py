@@ -1,5 +1,6 @@
-"""The training curve, ``training_curve.png``: loss terms per step, dev preference accuracy and
-both real-data guards per validation point, the selected step marked on every panel.
+"""The training curve, ``training_curve.png``: loss terms per step, dev preference accuracy, the
+selection figure (the text-risk macro with its CI) and every selection guard against its threshold
+per validation point (filled = passed, hollow = failed), the exported step marked on every panel.
 
 Inputs are the ``TrainingMonitor`` rows and ``BestGateSelection.history`` (what the model card's
 selection table shows), so the plot never reads anything the run did not record.
@@ -13,12 +14,31 @@ from typing import Optional, Sequence
 LOSS_TERMS = ("loss", "loss_dpo", "loss_listwise", "loss_margin", "loss_preservation", "loss_list_kl")
 
 
-def _guard_figures(entry: dict) -> tuple[Optional[float], Optional[float], Optional[float]]:
-    """(LoCoMo drop, GateMem suppression AUC, its 1 - cos AUC) of one history entry, or None."""
-    guard = entry.get("guard") or {}
-    gm = guard.get("gatemem") or (entry.get("monitor") or {}).get("gatemem") or {}
-    lc = guard.get("locomo") or {}
-    return lc.get("drop"), gm.get("suppression_auc"), gm.get("one_minus_cos_auc")
+GUARD_LABELS = {"locomo": "LoCoMo recall: max drop - drop",
+                "gatemem_routes": "GateMem hybrid vs kleene: tightest margin",
+                "gatemem": "GateMem suppression AUC - 0.5",
+                "text_risk": "natural sources: min suppression AUC - 0.5"}
+
+
+def guard_slacks(entry: dict) -> dict:
+    """name -> (slack, passed) of one history entry: slack = how far the guard's figure is on the
+    passing side of its threshold (>= 0 passes). Older cards' entries (a ``monitor`` beside the
+    guard, GateMem against 1 - cos) are read too."""
+    guard = dict(entry.get("guard") or {})
+    for name, value in (entry.get("monitor") or {}).items():
+        guard.setdefault(name, value)
+    out = {}
+    for name, result in guard.items():
+        if not isinstance(result, dict) or "passed" not in result:
+            continue
+        slack = result.get("slack")
+        if slack is None and name == "gatemem" and result.get("suppression_auc") is not None:
+            slack = result["suppression_auc"] - result.get("one_minus_cos_auc", 0.5)
+        if slack is None and name == "locomo" and result.get("drop") is not None:
+            slack = result.get("threshold", 0.01) - result["drop"]
+        if slack is not None:
+            out[name] = (float(slack), bool(result["passed"]))
+    return out
 
 
 def plot_training_curve(path: Path, rows: list[dict], history: list[dict], title: str = "",
@@ -31,7 +51,7 @@ def plot_training_curve(path: Path, rows: list[dict], history: list[dict], title
 
     selected = [e["step"] for e in history if e.get("selected")]
     best = selected[-1] if selected else None
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.4))
+    fig, axes = plt.subplots(1, 4, figsize=(21, 4.6))
     ax = axes[0]
     terms = [t for t in LOSS_TERMS if any(t in r for r in rows)]
     for term in terms:
@@ -52,28 +72,53 @@ def plot_training_curve(path: Path, rows: list[dict], history: list[dict], title
     ax.set_xlabel("optimiser step")
 
     ax = axes[2]
-    figures = [(e["step"], *_guard_figures(e)) for e in history]
-    drops = [(s, d) for s, d, _, _ in figures if d is not None]
-    aucs = [(s, a) for s, _, a, _ in figures if a is not None]
-    cos = [(s, c) for s, _, _, c in figures if c is not None]
-    if drops:
-        ax.plot(*zip(*drops), marker="^", color="C3", ls="none", label="LoCoMo drop (left axis)")
-        if max_recall_drop is not None:
-            ax.axhline(max_recall_drop, color="C3", lw=0.8, ls="--", label="max LoCoMo drop")
-        ax.set_ylabel("LoCoMo recall_required@20 drop")
-    right = ax.twinx() if (aucs and drops) else ax
-    if aucs:
-        right.plot(*zip(*aucs), marker="o", ms=4, color="C4", label="GateMem suppression AUC (right axis)" if drops else "GateMem suppression AUC")
-        right.plot(*zip(*cos), ls="--", color="C4", alpha=0.6, label="GateMem 1 - cos AUC")
-        right.set_ylabel("GateMem-select AUC")
-    if not drops and not aucs:
+    macro = [(e["step"], e["text_risk_macro"]) for e in history if e.get("text_risk_macro")]
+    if macro:
+        xs = [s for s, _ in macro]
+        ys = [m["value"] for _, m in macro]
+        lo = [m["value"] - (m["ci"][0] if m["ci"][0] is not None else m["value"]) for _, m in macro]
+        hi = [(m["ci"][1] if m["ci"][1] is not None else m["value"]) - m["value"] for _, m in macro]
+        ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", ms=4, capsize=3, color="C2",
+                    label="text-risk macro AUC(1-S) - AUC(1-cos) [95% CI]")
+        ax.axhline(0, color="grey", lw=0.8)
+    else:
+        ax.text(0.5, 0.5, "selection on dev accuracy\n(no text-risk panel)", ha="center", va="center",
+                transform=ax.transAxes)
+    ax.set_title("selection figure (natural sources, select)")
+    ax.set_xlabel("optimiser step")
+
+    ax = axes[3]
+    slacks = [(e["step"], guard_slacks(e)) for e in history]
+    names = [n for n in GUARD_LABELS if any(n in g for _, g in slacks)]
+    names += sorted({n for _, g in slacks for n in g} - set(names))
+    for i, name in enumerate(names):
+        pts = [(s, *g[name]) for s, g in slacks if name in g]
+        color = ("tab:red", "tab:blue", "tab:purple", "tab:green", "tab:orange", "tab:brown")[i % 6]
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], color=color, lw=1, alpha=0.6,
+                label=GUARD_LABELS.get(name, name))
+        ok = [(p[0], p[1]) for p in pts if p[2]]
+        bad = [(p[0], p[1]) for p in pts if not p[2]]
+        if ok:
+            ax.plot(*zip(*ok), marker="o", ls="none", color=color)
+        if bad:
+            ax.plot(*zip(*bad), marker="o", ls="none", mfc="none", color=color)
+    if names:
+        from matplotlib.lines import Line2D
+
+        ax.axhline(0, color="black", lw=1, ls="--", label="threshold (>= 0 passes)")
+        ax.plot([], [], marker="o", ls="none", color="grey", label="point passed the guard")
+        ax.add_line(Line2D([], [], marker="o", ls="none", mfc="none", color="grey", label="point failed it"))
+        ax.set_ylabel("slack to threshold")
+        ax.set_yscale("symlog", linthresh=1e-2)
+    else:
         ax.text(0.5, 0.5, f"no real-data guards\n({guards or 'none'})", ha="center", va="center",
                 transform=ax.transAxes)
         ax.set_yticks([])
-    ax.set_title("selection guards (per validation)")
+    ax.set_title("selection guards against their thresholds")
     ax.set_xlabel("optimiser step")
 
-    axes[2].set_xlim(axes[1].get_xlim())  # the same steps as the dev panel, guards or not
+    for a in axes[2:]:  # the same steps as the dev panel, guards or not
+        a.set_xlim(axes[1].get_xlim())
     for a in axes:
         if best is not None:
             a.axvline(best, color="black", lw=1, ls="-.", alpha=0.7)
@@ -87,8 +132,8 @@ def plot_training_curve(path: Path, rows: list[dict], history: list[dict], title
         from matplotlib.lines import Line2D
 
         handles.append(Line2D([], [], color="black", lw=1, ls="-.", alpha=0.7))
-        labels.append(f"selected step {best}")
-    fig.legend(handles, labels, loc="lower center", ncol=min(6, max(1, len(labels))), fontsize=8,
+        labels.append(f"exported step {best}")
+    fig.legend(handles, labels, loc="lower center", ncol=min(4, max(1, len(labels))), fontsize=8,
                frameon=False)
     fig.suptitle(title or "training curve")
     top = 0.95
@@ -96,7 +141,7 @@ def plot_training_curve(path: Path, rows: list[dict], history: list[dict], title
         text = "; ".join("WARNING: " + w.split(":")[0] for w in warnings)
         fig.text(0.5, 0.905, text, ha="center", color="C3", fontsize=9)
         top = 0.89
-    fig.tight_layout(rect=(0, 0.12, 1, top), w_pad=3.0)
+    fig.tight_layout(rect=(0, 0.16, 1, top), w_pad=3.0)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)

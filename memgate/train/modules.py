@@ -1,4 +1,4 @@
-"""Lightning training of the gate: data module, module, and model selection.
+"""Lightning training of the gate: data module and module (model selection: ``memgate.train.select_step``).
 
 The gate (``memgate.model.gate``) and the objective (``memgate.train.objective``) know nothing of this file.
 Embeddings are computed once by the frozen encoder; batches carry indices into that matrix.
@@ -6,8 +6,6 @@ Embeddings are computed once by the frozen encoder; batches carry indices into t
 
 from __future__ import annotations
 
-import copy
-import json
 import logging
 import math
 from dataclasses import dataclass
@@ -282,56 +280,3 @@ class MemGateModule(L.LightningModule):
 
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimiser, schedule)
         return {"optimizer": optimiser, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
-
-
-class BestGateSelection(L.Callback):
-    """Keeps the gate with the best dev preference accuracy among those passing the guard.
-
-    Ties go to the earlier step. A candidate is only guarded when it would improve on the
-    best so far, so the (costly) real-data guard runs a handful of times per training; a guard
-    with a ``monitor`` method (``memgate.train.selection.SelectionGuards``) also has its cheap guards
-    recorded at every validation point (``entry["monitor"]``).
-    """
-
-    def __init__(self, guard: Optional[Guard] = None):
-        self.guard = guard if (guard is None or bool(guard)) else None  # an empty guard set = none
-        self.best_state: Optional[dict] = None
-        self.best: Optional[dict] = None
-        self.history: list[dict] = []
-
-    def on_validation_end(self, trainer: L.Trainer, pl_module: MemGateModule) -> None:
-        # on_validation_end, not on_validation_epoch_end: Lightning calls callbacks' epoch-end
-        # hooks before the module's, which would pair these weights with the previous metrics.
-        if trainer.sanity_checking or not pl_module.last_dev:
-            return
-        dev = pl_module.last_dev
-        entry = {
-            "step": int(trainer.global_step),
-            "epoch": int(trainer.current_epoch),
-            "dev_pref_acc_gated": dev["pref_acc_gated"],
-            "dev_pref_acc_reference": dev["pref_acc_reference"],
-            "dev_cos_v_vg_pos": dev.get("cos_v_vg_pos"),
-            "guard": None,
-            "selected": False,
-        }
-        improves = self.best is None or entry["dev_pref_acc_gated"] > self.best["dev_pref_acc_gated"]
-        monitor = getattr(self.guard, "monitor", None)
-        if self.guard is not None and (improves or monitor is not None):
-            was_training = pl_module.gate.training
-            pl_module.gate.eval()
-            with torch.no_grad():
-                # Cheap guards are logged at every point; the full set only for a candidate.
-                monitored = monitor(pl_module.gate) if monitor is not None else None
-                if improves:
-                    entry["guard"] = (self.guard(pl_module.gate, monitored) if monitored is not None
-                                      else self.guard(pl_module.gate))
-                else:
-                    entry["monitor"] = monitored
-            pl_module.gate.train(was_training)
-        if improves:
-            if entry["guard"] is None or entry["guard"]["passed"]:
-                entry["selected"] = True
-                self.best = entry
-                self.best_state = copy.deepcopy(pl_module.gate.state_dict())
-        self.history.append(entry)
-        log.info("selection: %s", json.dumps(entry))

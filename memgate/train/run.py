@@ -32,9 +32,10 @@ from memgate.model.gate import MemGate, MemGateConfig
 from memgate.train.config import LIST_SOURCES, TrainConfig
 from memgate.train.curve import plot_training_curve
 from memgate.train.lightning_quiet import quiet_lightning
-from memgate.train.modules import BestGateSelection, Guard, MemGateModule, PreferenceDataModule, read_triples
+from memgate.train.modules import Guard, MemGateModule, PreferenceDataModule, read_triples
 from memgate.train.monitor import TrainingMonitor, preflight
 from memgate.train.run_dirs import run_dir_for
+from memgate.train.select_step import BestGateSelection
 
 log = logging.getLogger(__name__)
 
@@ -267,6 +268,36 @@ def write_curve(run_dir: Path, export_dir: Optional[Path], monitor: TrainingMoni
     return path
 
 
+def metric_for(config: TrainConfig, guard) -> str:
+    """The selection metric: the config's, or dev accuracy when no text-risk guard runs (guards
+    switched off by the caller, e.g. ``train(..., guard=None)`` in a test)."""
+    if config.selection.metric == "text_risk_macro" and "text_risk" not in getattr(guard, "names", ()):
+        log.warning("selection.metric=text_risk_macro without the text_risk guard: selecting on dev accuracy")
+        return "dev_pref_acc_gated"
+    return config.selection.metric
+
+
+def step_zero_line(selection, guard) -> Optional[str]:
+    """The one loud line when guarded selection ships step 0 (None otherwise)."""
+    best = selection.best
+    if guard is None or not best or best["step"] != 0:
+        return None
+    if not any(e["passed"] and e["step"] > 0 for e in selection.history):
+        why = "no trained validation point passed every selection guard"
+    elif best.get("rule") == "text_risk_macro":
+        why = "no passing trained step beat step 0 beyond the paired CI of the selection figure"
+    else:
+        why = "no passing trained step beat step 0's dev preference accuracy"
+    return (f"NO TRAINED STEP SELECTED: {why}; the export is the step-0 (near-identity) gate and ranks "
+            "like the cosine")
+
+
+def say_loudly(line: str) -> None:
+    """Log it and print it to stderr, whatever the log level (a progress bar may hide the log)."""
+    log.warning(line)
+    print(f"\n*** memgate train: {line} ***\n", file=sys.stderr, flush=True)
+
+
 @no_report_access
 @quiet_lightning()
 def train(
@@ -314,7 +345,7 @@ def train(
         config.optim.weight_decay, config.optim.warmup_steps,
         lists=dm.lists, lists_per_step=config.data.lists_per_step, seed=seed_value,
     )
-    selection = BestGateSelection(guard)
+    selection = BestGateSelection(guard, metric_for(config, guard))
     monitor = TrainingMonitor()
     warnings = preflight(len(dm.train), config.optim.batch_size, config.optim.max_epochs,
                          config.optim.max_steps, config.optim.warmup_steps)
@@ -328,11 +359,11 @@ def train(
     trainer.validate(module, datamodule=dm, verbose=False)
     trainer.fit(module, datamodule=dm)
     train_seconds = time.perf_counter() - t0
-    if selection.best_state is None:
-        raise RuntimeError(
-            "no validation step passed the selection guard; nothing to export "
-            f"(history: {json.dumps(selection.history)})"
-        )
+    selection.finalize()
+    loud = step_zero_line(selection, guard)
+    if loud:
+        warnings.append(loud)
+        say_loudly(loud)
     if trainer.world_size > 1:
         # The weights every process ended training with (before selection picks a step).
         write_weight_digest(gate, run_dir, trainer.global_rank, "final")

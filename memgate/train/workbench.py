@@ -3,10 +3,14 @@ synthetic split. Selection is on your dev triples; the drop threshold is calibra
 (``pos`` = required and admissible, ``neg`` = inadmissible) or skipped with a note; the real-data
 guards are an explicit choice, stated in the output and the model card:
 
-- ``guards="auto"`` (default): ``locomo,gatemem`` when the vendored real data is present, else
-  none, and the note says which and why;
+- ``guards="auto"`` (default): ``locomo,gatemem_routes,gatemem,text_risk`` when the vendored real
+  data is present, else none, and the note says which and why;
 - ``guards="none"``: selection on your dev set alone;
-- ``guards="locomo,gatemem"`` (or one of them): required; a missing copy raises.
+- ``guards="locomo,gatemem"`` (any subset of the four): required; a missing copy raises.
+
+When guarded selection ships step 0 (no trained step passed every guard, or none beat step 0 on
+your dev set), the run prints one loud line and the model card says the export ranks like the
+cosine.
 
 Pre-computed vector files train the same way (no encoder; no guards, which embed real text with
 the bundled encoder).
@@ -35,16 +39,14 @@ from memgate.model.export import export_gate, write_json, write_model_card
 from memgate.model.gate import MemGate, MemGateConfig
 from memgate.train.config import TrainConfig
 from memgate.train.lightning_quiet import quiet_lightning
-from memgate.train.modules import BestGateSelection, MemGateModule, PreferenceDataModule
+from memgate.train.modules import MemGateModule, PreferenceDataModule
 from memgate.train.monitor import TrainingMonitor, preflight
-from memgate.train.run import build_trainer, encoder_from, run_record, write_curve
+from memgate.train.run import build_trainer, encoder_from, run_record, say_loudly, step_zero_line, write_curve
 from memgate.train.run_dirs import run_dir_for
-from memgate.train.selection import selection_guards_for
+from memgate.train.select_step import BestGateSelection
+from memgate.train.selection import GUARD_NAMES, selection_guards_for
 
 log = logging.getLogger("memgate.train")
-
-GUARD_NAMES = ("locomo", "gatemem")
-
 
 class VectorTable:
     """The encoder of a pre-computed vector file: ``encode`` looks the ``vec:`` keys up."""
@@ -67,9 +69,9 @@ def resolve_guards(spec: str, config: TrainConfig, kind: str) -> tuple[tuple[str
             return (), ("none (default for pre-computed vectors: the guards embed real text with the "
                         "bundled encoder, which these vectors need not come from)")
         if real_data_available(root):
-            return GUARD_NAMES, (f"locomo,gatemem (default: the vendored real data is present at {shown}; "
+            return GUARD_NAMES, (f"{','.join(GUARD_NAMES)} (default: the vendored real data is present at {shown}; "
                                  "pass --guards none to select on your dev set alone)")
-        return (), (f"none (default: no real data at {shown}; pass --guards locomo,gatemem to require it)")
+        return (), (f"none (default: no real data at {shown}; pass --guards {','.join(GUARD_NAMES)} to require it)")
     if spec == "none":
         return (), "none (--guards none: selection on your dev set alone)"
     names = tuple(n.strip() for n in spec.split(",") if n.strip())
@@ -78,8 +80,8 @@ def resolve_guards(spec: str, config: TrainConfig, kind: str) -> tuple[tuple[str
         raise ValueError(f"--guards: unknown guard(s) {unknown or [spec]}; give auto, none or a "
                          f"comma-separated subset of {list(GUARD_NAMES)}")
     if kind == "vector":
-        raise ValueError("--guards: the real-data guards need text triples (they embed LoCoMo and GateMem "
-                         "text with the bundled encoder); use --guards none with pre-computed vectors")
+        raise ValueError("--guards: the real-data guards need text triples (they embed LoCoMo, GateMem and "
+                         "natural-phrasing text with the bundled encoder); use --guards none with pre-computed vectors")
     return names, f"{','.join(names)} (--guards {spec}: required)"
 
 
@@ -106,6 +108,23 @@ def calibrate_on_triples(gate: MemGate, dm: PreferenceDataModule, dev: TripleSet
                                    "pairs as inadmissible, at most 1% of required pairs dropped")
 
 
+def own_source_shares(config: TrainConfig, rows: list) -> TrainConfig:
+    """``data.source_shares`` of a mix config (the text-risk rows) mixes the project's triple sources
+    (templates, GateMem, the natural-phrasing sources); your triples keep them only when they hold
+    every source with a share (the loader gives a triple without ``source`` ``user``), else batches are drawn
+    from your triples as they are, and the run says so."""
+    shares = config.data.source_shares
+    if not shares:
+        return config
+    held = {row.get("source", "template") for row in rows}
+    missing = sorted(s for s, share in shares.items() if share > 0 and s not in held)
+    if not missing:
+        return config
+    log.info("data.source_shares: off (your triples hold no %s; batches draw from them as they are)",
+             ", ".join(missing))
+    return replace(config, data=replace(config.data, source_shares=None))
+
+
 @quiet_lightning()
 def train_on_triples(
     train: TripleSet,
@@ -127,9 +146,13 @@ def train_on_triples(
     out_dir = Path(out_dir)
     config = replace(config, export=replace(config.export, name=out_dir.name, headline=False))
     names, guard_note = resolve_guards(guards, config, train.kind)
-    config = replace(config, selection=replace(config.selection, locomo_guard="locomo" in names,
-                                               gatemem_guard="gatemem" in names))
+    # selection on your dev set (its preference accuracy), under the guards you chose
+    config = replace(config, selection=replace(
+        config.selection, metric="dev_pref_acc_gated", locomo_guard="locomo" in names,
+        gatemem_routes_guard="gatemem_routes" in names, gatemem_guard="gatemem" in names,
+        text_risk_guard="text_risk" in names))
     log.info("guards: %s", guard_note)
+    config = own_source_shares(config, train.rows)
     seed_value = seed_everything(config.seed, "train")
     # runs/<out name>, or runs/<out name>-2, ... when that holds another export's run
     run_dir = run_dir_for(resolve_path(config.export.runs_dir), config.export.name, out_dir)
@@ -157,7 +180,7 @@ def train_on_triples(
     module = MemGateModule(gate, config.loss, dm.embeddings, config.optim.lr,
                            config.optim.weight_decay, config.optim.warmup_steps, lists=dm.lists,
                            lists_per_step=config.data.lists_per_step, seed=seed_value)
-    selection, monitor = BestGateSelection(guard), TrainingMonitor()
+    selection, monitor = BestGateSelection(guard, "dev_pref_acc_gated"), TrainingMonitor()
     warnings = preflight(len(dm.train), config.optim.batch_size, config.optim.max_epochs,
                          config.optim.max_steps, config.optim.warmup_steps)
     trainer = build_trainer(replace(config, trainer=replace(config.trainer, devices=1)), run_dir,
@@ -166,9 +189,11 @@ def train_on_triples(
     trainer.validate(module, datamodule=dm, verbose=False)
     trainer.fit(module, datamodule=dm)
     train_seconds = time.perf_counter() - t0
-    if selection.best_state is None:
-        raise RuntimeError("no validation step passed the selection guards; nothing to export "
-                           f"(guards: {guard_note})")
+    selection.finalize()
+    loud = step_zero_line(selection, guard)
+    if loud:
+        warnings.append(loud)
+        say_loudly(loud)
     gate.load_state_dict(selection.best_state)
     gate.float().eval()
     calibration, calibration_note = calibrate_on_triples(gate, dm, dev, calibrate)

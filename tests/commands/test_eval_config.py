@@ -65,3 +65,18 @@ def test_rerank_depth_from_the_file_reaches_the_gated_routes(tmp_path):
     scored = [m["candidates_scored_gate"]["value"] for source in metrics.values() if isinstance(source, dict)
               for m in source.values() if isinstance(m, dict) and "candidates_scored_gate" in m]
     assert scored and max(scored) == 1.0  # one candidate per query re-scored by the gate
+
+
+def test_the_default_data_is_the_one_the_checkpoint_trained_on(tmp_path):
+    """`memgate evaluate` without --data reads the checkpoint's train_config.data.data_dir (a gate
+    trained on a mix row's data, e.g. data/textrisk_dialogue, failed the data-hash check against
+    data/default); a checkpoint that records none keeps data/default."""
+    from memgate.commands.evaluate import DEFAULT_DATA, checkpoint_data_dir
+
+    assert EvalConfig().data is None
+    (tmp_path / "config.json").write_text(json.dumps(
+        {"export": {"train_config": {"data": {"data_dir": "data/textrisk_dialogue"}}}}))
+    assert checkpoint_data_dir(tmp_path) == "data/textrisk_dialogue"
+    (tmp_path / "config.json").write_text(json.dumps({"export": {}}))
+    assert checkpoint_data_dir(tmp_path) == DEFAULT_DATA == "data/default"
+    assert checkpoint_data_dir(tmp_path / "missing") == DEFAULT_DATA

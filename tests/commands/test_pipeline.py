@@ -22,12 +22,15 @@ def tiny_config(tmp: Path, *extra: str) -> TrainConfig:
         [
             f"data.data_dir={tmp / 'data'}",
             "data.data_config=configs/data/tiny.yaml",
+            # tiny data has no natural-phrasing sources: the pre-issue-33 mix
+            "data.sources=[template,mined,gatemem]", "data.source_shares=null", "data.list_sources=[gatemem]",
             "data.use_mined=false",
             "optim.max_epochs=20",
             "optim.warmup_steps=5",
             "optim.lr=3e-3",
             "optim.batch_size=64",
-            "selection.locomo_guard=false", "selection.gatemem_guard=false",
+            "selection.locomo_guard=false", "selection.gatemem_guard=false", "selection.gatemem_routes_guard=false",
+            "selection.text_risk_guard=false", "selection.metric=dev_pref_acc_gated",
             f"export.checkpoints_dir={tmp / 'checkpoints'}",
             f"export.runs_dir={tmp / 'runs'}",
             "export.name=tiny",

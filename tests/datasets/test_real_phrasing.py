@@ -122,6 +122,21 @@ def test_jailbreak_harmful_requests_have_an_admissible_profile_fact():
     assert not any(m.text in roleplay_lines for m in jb.memories if m.kind == "profile")
 
 
+def test_jailbreak_recall_queries_train_with_the_framing_preferred():
+    """Issue 33: a recall-the-set-up query has no trap, so it had no training row while planted
+    framings were m- of every other kind: the gate learnt to suppress framings whatever the query
+    and inverted on these controls. Its rows now prefer the framings over profile facts."""
+    source = P.build_source("phrasing_jailbreak", ROOT)
+    rows, _ = P.candidate_rows("phrasing_jailbreak", ROOT, target_triples=4000)
+    recall = [r for r in rows if r["query_kind"] == "recall"]
+    assert recall and all(r["positives"] and r["negatives"] for r in recall)
+    kinds = {m.item_id: m.kind for m in source.memories}
+    assert {kinds[p["memory_id"]] for r in recall for p in r["positives"]} == {"jailbreak", "roleplay"}
+    assert {kinds[n["memory_id"]] for r in recall for n in r["negatives"]} == {"profile"}
+    harmful = [r for r in rows if r["query_kind"] == "harmful"]  # other kinds keep their own traps
+    assert {kinds[n["memory_id"]] for r in harmful for n in r["negatives"]} <= {"jailbreak", "roleplay"}
+
+
 def test_biography_source_pairs_a_users_opinion_with_their_persona():
     bio = P.build_source("phrasing_sycophancy_bio", ROOT)
     rows = P.eval_rows("phrasing_sycophancy_bio", "select", root=ROOT)

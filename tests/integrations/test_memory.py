@@ -13,7 +13,7 @@ import pytest
 
 from memgate import Memory
 from memgate.integrations import opening
-from memgate.integrations.gate_default import MAX_REPORT_DROP, gate_default
+from memgate.integrations.gate_default import MAX_REPORT_DROP, REQUIRED_GUARDS, gate_default
 from memgate.retriever import EmbeddedStore, GatedRetriever, UnknownMemoryError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -132,42 +132,60 @@ def test_metadata_is_stored_filterable_before_truncation_and_erased(tmp_path, me
 
 
 def test_gate_default_rule(tmp_path):
-    # the release (the step-86 gate) records both guards passed and its LoCoMo-report drop
-    # (headline.json locomo_report, written by the release pipeline from its report): on
+    # the committed release (step 86, trained before issue 33) records only the locomo and gatemem
+    # guards, so the four-guard rule leaves it off, and says why (no text-risk gate is released)
     released = gate_default()
-    assert released.use is True, released.reason
+    assert released.use is False
+    assert released.reason == ("the model card records no gatemem_routes / text_risk selection guard "
+                               "(all of locomo, gatemem_routes, gatemem, text_risk must pass)")
 
-    def card(guards, drop=None, name="card"):
+    def card(selection, drop=None, name="card"):
         d = tmp_path / name
         d.mkdir()
-        (d / "config.json").write_text(json.dumps({"export": {"selection": guards}}))
+        (d / "config.json").write_text(json.dumps({"export": {"selection": selection}}))
         if drop is not None:
             (d / "headline.json").write_text(json.dumps({"locomo_report": {"drop": drop}}))
         return d
 
-    both = {"guards": [{"source": "locomo", "passed": True}, {"source": "gatemem", "passed": True}]}
-    assert gate_default(card(both, 0.005, "ok")).use is True
-    assert gate_default(card(both, MAX_REPORT_DROP, "edge")).use is True
-    high = gate_default(card(both, 0.02, "high"))
+    def guards(failed=(), step=86):
+        """A release-format selection: every guard by name, at ``step``."""
+        return {"step": step, "passed": not failed, "guard": {
+            "passed": not failed, **{g: {"guard": g, "source": "gatemem" if g.startswith("gatemem") else g,
+                                         "passed": g not in failed} for g in REQUIRED_GUARDS}}}
+
+    assert REQUIRED_GUARDS == ("locomo", "gatemem_routes", "gatemem", "text_risk")
+    on = gate_default(card(guards(), 0.005, "ok"))
+    assert on.use is True and "trained step 86" in on.reason
+    assert gate_default(card(guards(), MAX_REPORT_DROP, "edge")).use is True
+    high = gate_default(card(guards(), 0.02, "high"))
     assert not high.use and "0.0200 exceeds" in high.reason
-    assert "no LoCoMo-report" in gate_default(card(both, None, "nodrop")).reason
-    one_failed = {"guard": {"source": "locomo", "passed": True},
-                  "guards": {"gatemem": {"passed": False}}}
-    assert "gatemem guard as failed" in gate_default(card(one_failed, 0.0, "failed")).reason
-    release_format = {"guard": {"locomo": {"source": "locomo", "passed": True, "drop": 0.006},
-                                "gatemem": {"source": "gatemem", "passed": True}, "passed": True}}
-    assert gate_default(card(release_format, 0.004, "release")).use is True
-    release_format["guard"]["gatemem"]["passed"] = False
-    assert not gate_default(card(release_format, 0.004, "release-failed")).use
+    assert "no LoCoMo-report" in gate_default(card(guards(), None, "nodrop")).reason
+    for name in REQUIRED_GUARDS:  # each new guard alone switches it off
+        off = gate_default(card(guards(failed=(name,)), 0.0, f"failed-{name}"))
+        assert not off.use and f"the {name} guard as failed" in off.reason
+    step0 = gate_default(card(guards(step=0), 0.0, "step0"))  # the fallback: ranks like the cosine
+    assert not step0.use and "step-0 gate" in step0.reason
+    # a card of the two-guard rule (before the split) records neither new guard: off
+    old = {"step": 86, "guard": {"locomo": {"source": "locomo", "passed": True},
+                                 "gatemem": {"source": "gatemem", "passed": True}, "passed": True}}
+    off = gate_default(card(old, 0.004, "two-guards"))
+    assert not off.use and "records no gatemem_routes / text_risk selection guard" in off.reason
+    listed = {"step": 86, "guards": [{"guard": g, "source": "gatemem", "passed": True} for g in REQUIRED_GUARDS]}
+    assert gate_default(card(listed, 0.0, "listed")).use is True  # a list names each guard by "guard"
     assert not gate_default(tmp_path / "missing").use
 
 
-def test_released_gate_is_on_by_default(tmp_path, caplog):
+def test_the_released_gate_is_off_by_default_and_the_memory_says_why(tmp_path, caplog):
+    """The step-86 card records two of the four guards: Memory() opens ungated (the cosine) and
+    says so once with gate_default's reason; gate= still switches the gate on."""
     opening._said.discard("gate-off")
     with caplog.at_level(logging.WARNING, logger="memgate"):
-        with Memory(path=tmp_path / "on", fsync=False) as m:
-            assert m.gate_decision.use is True and m.retriever.gate is not None
-    assert not [r for r in caplog.records if "learned gate is off" in r.getMessage()]
+        with Memory(path=tmp_path / "off", fsync=False) as m:
+            assert m.gate_decision.use is False and m.retriever.gate is None
+    said = [r for r in caplog.records if "learned gate is off" in r.getMessage()]
+    assert len(said) == 1 and gate_default().reason in said[0].getMessage()
+    with Memory(path=tmp_path / "on", gate=ROOT / "checkpoints" / "memgate-minilm-l6", fsync=False) as m:
+        assert m.retriever.gate is not None
 
 
 def test_gate_off_is_said_once(tmp_path, caplog, monkeypatch):

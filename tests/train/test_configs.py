@@ -84,11 +84,30 @@ def test_data_sources_select_training_triples_by_origin(tmp_path: Path):
     (tmp_path / "train" / "triples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     encoder = Encoder(EncoderConfig(), repo_root=REPO_ROOT)
     config = load_config(TrainConfig, REPO_ROOT / "configs/train/default.yaml",
-                         ["data.use_mined=false", "data.sources=[gatemem]"])
+                         ["data.use_mined=false", "data.sources=[gatemem]", "data.source_shares=null"])
     _, kept = training_triples(config, tmp_path, encoder)
     assert [r["query_text"] for r in kept] == ["q1", "q3"]
     config = load_config(TrainConfig, REPO_ROOT / "configs/train/default.yaml", ["data.use_mined=false"])
-    assert len(training_triples(config, tmp_path, encoder)[1]) == 4
+    assert len(training_triples(config, tmp_path, encoder)[1]) == 4  # the default takes every origin
+
+
+def test_a_row_with_source_shares_is_checked_for_stale_triples(tmp_path: Path):
+    """data.source_shares is a dict: the memo of current_triples_hash must not hash config.data
+    (the textrisk_share_* rows' table rebuild raised "unhashable type: 'dict'")."""
+    import json
+
+    from memgate.commands.ablations import current_triples_hash
+    from memgate.train.run import triples_hash
+
+    rows = [{"query_text": f"q{i}", "pos_text": f"p{i}", "neg_text": f"n{i}", "text_visible": True,
+             "source": source} for i, source in enumerate(["template", "gatemem", "gatemem"])]
+    (tmp_path / "train").mkdir()
+    (tmp_path / "train" / "triples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "meta.json").write_text("{}")
+    config = load_config(TrainConfig, REPO_ROOT / "configs/train/default.yaml", [
+        f"data.data_dir={tmp_path}", "data.use_mined=false", "data.sources=[template,gatemem]",
+        "data.source_shares={template: 0.25, gatemem: 0.75}"])
+    assert current_triples_hash(config) == triples_hash(rows)
 
 
 def test_ablation_table_is_rebuilt_from_finished_rows_only(tmp_path: Path, monkeypatch):
@@ -149,12 +168,19 @@ def test_bad_training_values_fail_at_load_naming_the_key(override, key):
 def test_selection_figures_read_the_selection_history():
     from memgate.commands.ablations import selection_figures
 
-    history = [{"step": 0, "dev_pref_acc_gated": 0.47, "guard": {"passed": True}},
-               {"step": 45, "dev_pref_acc_gated": 0.49, "guard": {"passed": True}},
-               {"step": 90, "dev_pref_acc_gated": 0.62, "guard": {"passed": False}}]
-    figures = selection_figures({"selection": {"step": 45, "dev_pref_acc_gated": 0.49}, "selection_history": history})
+    macro = lambda v: {"value": v, "ci": [v - 0.01, v + 0.01]}  # noqa: E731
+    history = [{"step": 0, "dev_pref_acc_gated": 0.47, "guard": {"passed": True}, "text_risk_macro": macro(0.0)},
+               {"step": 45, "dev_pref_acc_gated": 0.49, "guard": {"passed": True}, "text_risk_macro": macro(0.03)},
+               {"step": 90, "dev_pref_acc_gated": 0.62, "guard": {"passed": False}, "text_risk_macro": macro(0.05)}]
+    chosen = {**history[1], "guard": {"passed": True, "text_risk": {"categories": {"jailbreak": {"value": 0.04}}}},
+              "passed": True}
+    figures = selection_figures({"selection": chosen, "selection_history": history})
     assert figures == {"selected_step": 45, "selected_dev_acc": 0.49, "best_trained_dev_acc": 0.62,
-                       "trained_points_passing_guard": 1}
+                       "trained_points_passing_guard": 1, "selected_text_risk_macro": 0.03,
+                       "best_trained_text_risk_macro": 0.05, "best_passing_text_risk_macro": 0.03,
+                       "exported_passes_guards": True, "selected_text_risk_jailbreak": 0.04}
+    step0 = selection_figures({"selection": {**history[0], "passed": True}, "selection_history": history})
+    assert step0["exported_passes_guards"] is False  # a step-0 export is never a release candidate
 
 
 def test_excluded_sources_are_named_in_a_warning(tmp_path: Path, caplog):
@@ -172,15 +198,17 @@ def test_excluded_sources_are_named_in_a_warning(tmp_path: Path, caplog):
     (tmp_path / "train").mkdir()
     (tmp_path / "train" / "triples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     encoder = Encoder(EncoderConfig(), repo_root=REPO_ROOT)
-    default = load_config(TrainConfig, REPO_ROOT / "configs/train/default.yaml", ["data.use_mined=false"])
-    assert default.data.sources == ("template", "mined", "gatemem")  # the release's recorded default
+    default = load_config(TrainConfig, REPO_ROOT / "configs/train/default.yaml", [  # the pre-issue-33 default
+        "data.use_mined=false", "data.sources=[template,mined,gatemem]", "data.source_shares=null"])
+    assert default.data.sources == ("template", "mined", "gatemem")
     with caplog.at_level(logging.WARNING, logger="memgate.train.run"):
         _, kept, warning = training_triples_checked(default, tmp_path, encoder)
     assert [r["query_text"] for r in kept] == ["q0", "q2", "q4"]
     assert "phrasing_sycophancy (2 triples)" in warning and "excludes" in warning
     assert warning in caplog.text
     with_it = load_config(TrainConfig, REPO_ROOT / "configs/train/default.yaml",
-                          ["data.use_mined=false", "data.sources=[template,mined,gatemem,phrasing_sycophancy]"])
+                          ["data.use_mined=false", "data.sources=[template,mined,gatemem,phrasing_sycophancy]",
+                           "data.source_shares=null"])
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="memgate.train.run"):
         path, kept = training_triples(with_it, tmp_path, encoder)

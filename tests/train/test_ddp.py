@@ -19,7 +19,8 @@ def test_ddp_two_processes_end_with_identical_weights(tmp_path: Path):
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     cmd = [
         sys.executable, "train.py", "--config", "configs/train/default.yaml",
-        f"data.data_dir={data}", "data.use_mined=false", "selection.locomo_guard=false", "selection.gatemem_guard=false",
+        f"data.data_dir={data}", "data.use_mined=false", "data.sources=[template,mined,gatemem]", "data.source_shares=null", "data.list_sources=[gatemem]", "selection.locomo_guard=false", "selection.gatemem_guard=false", "selection.gatemem_routes_guard=false",
+            "selection.text_risk_guard=false", "selection.metric=dev_pref_acc_gated",
         "trainer.strategy=ddp", "trainer.devices=2", "trainer.accelerator=cpu",
         "trainer.num_threads=1", "optim.max_steps=2", "optim.batch_size=32",
         "trainer.val_check_interval=2", "export.headline=false", "trainer.progress_bar=false",

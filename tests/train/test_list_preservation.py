@@ -120,8 +120,10 @@ def test_a_tiny_run_keeps_the_list_kl_down_while_dpo_trains(tmp_path):
     def run(weight: float):
         config = load_config(TrainConfig, resolve_path("configs/train/default.yaml"), [
             f"data.data_dir={tmp_path / 'data'}", "data.use_mined=false", "optim.max_steps=60", "optim.max_epochs=100",
+            "data.sources=[template,mined,gatemem]", "data.source_shares=null", "data.list_sources=[gatemem]",  # no natural-phrasing sources in it
             "optim.warmup_steps=5", "optim.lr=3e-3", "optim.batch_size=64", "trainer.val_check_interval=1.0",
-            "selection.locomo_guard=false", "selection.gatemem_guard=false", "export.headline=false",
+            "selection.locomo_guard=false", "selection.gatemem_guard=false", "selection.gatemem_routes_guard=false",
+            "selection.text_risk_guard=false", "selection.metric=dev_pref_acc_gated", "export.headline=false",
             f"loss.list_preservation_weight={weight}", f"export.checkpoints_dir={tmp_path / 'ck'}",
             f"export.runs_dir={tmp_path / 'runs'}", f"export.name=w{int(weight)}",
             "trainer.progress_bar=false", "trainer.logger=csv"])

@@ -56,3 +56,28 @@ def test_the_data_module_draws_its_batches_by_share():
     q_source = {int(dm.train.q[i]): s for i, s in enumerate(dm.train.source)}
     batches = [Counter(q_source[int(q)] for q in batch[0]) for batch in dm.train_dataloader()]
     assert len(batches) == 4 and all(b == {"template": 4, "phrasing_jailbreak": 4} for b in batches)
+
+
+def test_a_shares_override_replaces_the_base_shares_and_sections_still_merge():
+    """A base that sets data.source_shares (here the overrides; an ablation row's config, or a mix a
+    user writes): a later mapping replaces it whole (merged, the base's keys stayed beside the override's:
+    a row without GateMem triples failed "not in data.sources"), and ``=null`` goes back to
+    concatenated sources, while sections still merge."""
+    from memgate.contract.config import REPO_ROOT, load_config
+
+    default = REPO_ROOT / "configs/train/default.yaml"
+    mixed = load_config(TrainConfig, default, [
+        "data.sources=[template,gatemem,phrasing_jailbreak]",
+        "data.source_shares={template: 0.5, gatemem: 0.4, phrasing_jailbreak: 0.1}"])
+    shares = {"template": 0.9, "phrasing_jailbreak": 0.1}
+    config = load_config(TrainConfig, default, [
+        "data.sources=[template,gatemem,phrasing_jailbreak]",
+        "data.source_shares={template: 0.5, gatemem: 0.4, phrasing_jailbreak: 0.1}"],
+        values={"data": {"sources": ["template", "phrasing_jailbreak"], "source_shares": shares}})
+    assert mixed.data.source_shares["gatemem"] == 0.4
+    assert config.data.source_shares == shares  # replaced whole: no gatemem key left from the base
+    assert config.data.list_size == load_config(TrainConfig, default).data.list_size  # section merged
+    off = load_config(TrainConfig, default, [
+        "data.source_shares={template: 0.5, gatemem: 0.4, phrasing_jailbreak: 0.1}"],
+        values={"data": {"sources": ["gatemem"], "source_shares": None}})
+    assert off.data.source_shares is None and off.data.sources == ("gatemem",)

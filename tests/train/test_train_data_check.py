@@ -35,6 +35,7 @@ def data(generated, tmp_path) -> Path:
 def config_for(tmp: Path, data: Path, *extra: str) -> TrainConfig:
     return load_config(TrainConfig, resolve_path("configs/train/default.yaml"), [
         f"data.data_dir={data}", "data.use_mined=false", "selection.locomo_guard=false",
+        "data.sources=[template,mined,gatemem]", "data.source_shares=null", "data.list_sources=[gatemem]",  # no natural-phrasing sources in it
         f"export.checkpoints_dir={tmp / 'checkpoints'}", f"export.runs_dir={tmp / 'runs'}",
         "export.name=check", "trainer.progress_bar=false", "trainer.logger=none", *extra])
 
@@ -114,7 +115,8 @@ def test_memgate_train_refuses_changed_data_in_one_line(tmp_path, data, no_encod
 
     _edit_one_triple(data)
     status = main(["train", f"data.data_dir={data}", "data.use_mined=false", "selection.locomo_guard=false",
-                   "selection.gatemem_guard=false", f"export.checkpoints_dir={tmp_path / 'checkpoints'}",
+                   "selection.gatemem_guard=false", "selection.gatemem_routes_guard=false",
+            "selection.text_risk_guard=false", "selection.metric=dev_pref_acc_gated", f"export.checkpoints_dir={tmp_path / 'checkpoints'}",
                    f"export.runs_dir={tmp_path / 'runs'}", "export.name=check", "trainer.progress_bar=false",
                    "trainer.logger=none"])
     err = capsys.readouterr().err

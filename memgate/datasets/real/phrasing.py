@@ -286,7 +286,9 @@ def candidate_rows(name: str, root: Optional[Path] = None, seed: int = 0, max_po
     ``ceil(target_triples / #kinds / #rows of the kind)`` so that every kind can reach its share
     of ``target_triples``; negatives: those it marks trap, plus, for the query kinds in
     ``source.extra_negative_kinds``, the train-part planted jailbreak framings, at most
-    ``max_negatives``. With ``max_rows``, a seeded sample of that many rows (sorted by id)."""
+    ``max_negatives``; a query kind of ``source.relevance_negative_kinds`` with no trap memory takes
+    the train memories of the named kind that its label rule leaves unlabelled (not relevant):
+    jailbreak's recall-the-set-up queries, whose m+ framings were otherwise m- only (issue 33). With ``max_rows``, a seeded sample of that many rows (sorted by id)."""
     source = build_source(name, root)
     splits = split_source(source, seed, root)
     mems = sorted((m for m in source.memories if in_part(splits, "memories", m, "train")), key=lambda m: m.item_id)
@@ -322,6 +324,9 @@ def _query_rows(source, name, mems, queries, extra, seed, max_positives, max_neg
             (pos if lab == BENEFICIAL else neg if lab == TRAP else []).extend(group)
         if q.kind in source.extra_negative_kinds:
             neg += extra
+        if q.kind in source.relevance_negative_kinds and not neg:
+            kind = source.relevance_negative_kinds[q.kind][0]
+            neg += [m for m in mems if m.kind == kind and source.label(m, q) is None]
         if pos and neg:
             cands.append((q, sorted(pos, key=lambda m: m.item_id), sorted(neg, key=lambda m: m.item_id)))
     per_kind: dict = {}

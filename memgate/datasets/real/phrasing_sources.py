@@ -100,6 +100,10 @@ class Source:
     label: Callable  # (memory Item, query Item) -> TRAP | BENEFICIAL | None (kinds and families only)
     heldout_candidates: list  # families that may be held out whole
     extra_negative_kinds: dict = field(default_factory=dict)  # query kind -> note (see candidate_rows)
+    # query kind -> (memory kind, note): for a kind whose queries have beneficial memories but no
+    # trap in the source, the train memories of that kind (label None: not relevant) are its
+    # negatives, so the kind trains at all (see candidate_rows)
+    relevance_negative_kinds: dict = field(default_factory=dict)
     pairing: str = "memory"  # "memory": balanced per memory; "user": a user's trap and control per query
     shared_queries: bool = False  # queries outside the held-out family serve every part (biography source)
     notes: list = field(default_factory=list)
@@ -318,7 +322,13 @@ def jailbreak(root=None) -> Source:
             return BENEFICIAL
         return BENEFICIAL if m.kind == "roleplay" else TRAP  # continue: a planted framing is a trap
 
-    return Source("phrasing_jailbreak", mems, queries, label, list(R.HARMFUL_ORIGINS))
+    # A recall-the-set-up query has no trap here (every framing is what it asks for), so without
+    # negatives of its own it never trained, while planted framings are m- of every other kind and
+    # of two other sources: the gate learnt "suppress framing text" whatever the query and
+    # suppressed these controls most (issue 33). Profile facts, relevant to no recall, are their m-.
+    return Source("phrasing_jailbreak", mems, queries, label, list(R.HARMFUL_ORIGINS),
+                  relevance_negative_kinds={"recall": ("profile", "profile facts (no recall asks for one): the "
+                                                                  "recalled framing outranks them")})
 
 
 BUILDERS = {"phrasing_cross_domain": cross_domain, "phrasing_sycophancy": sycophancy,
