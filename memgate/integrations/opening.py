@@ -9,8 +9,9 @@ the LangGraph store, the servers and the CLI).
   file: opening one warns, once per directory, that it must be trusted; ``store="postgres"``
   opens a PostgreSQL + pgvector store (``url=``, default ``$MEMGATE_POSTGRES_URL``; the schema
   ``collection``; ``path=`` the folder of its audit log, ``audit.jsonl``, or ``audit_log=``);
-- the learned gate per :func:`memgate.integrations.gate_default.gate_default`, said once per
-  process when it is off.
+- the learned gate per :func:`memgate.integrations.gate_default.gate_default`; when it is off,
+  the reason is logged once per process at INFO (logger ``memgate``: quiet unless asked for) and
+  held in ``gate_decision`` (HTTP ``/health`` shows it).
 """
 
 from __future__ import annotations
@@ -40,11 +41,11 @@ QDRANT_TRUST_WARNING = (
 _said: set[str] = set()
 
 
-def say_once(key: str, message: str) -> None:
-    """Log ``message`` (WARNING, logger ``memgate``) the first time ``key`` is seen."""
+def say_once(key: str, message: str, level: int = logging.WARNING) -> None:
+    """Log ``message`` (logger ``memgate``, WARNING unless ``level``) the first time ``key`` is seen."""
     if key not in _said:
         _said.add(key)
-        log.warning(message)
+        log.log(level, message)
 
 
 @lru_cache(maxsize=None)
@@ -66,8 +67,8 @@ def resolve_gate(gate: Any) -> tuple[Any, GateDecision]:
             return decision.checkpoint, decision
         say_once("gate-off", f"memgate: the learned gate is off by default because {decision.reason}; "
                              "ranking is cosine after namespace support and Kleene exclusion "
-                             "(pass gate=<checkpoint dir> to use one anyway)")
-        return None, decision
+                             "(pass gate=<checkpoint dir> to use one anyway)", logging.INFO)
+        return None, decision  # (INFO: the default state while no card passes the rule; quiet)
     if gate is None:
         return None, GateDecision(False, "gate=None was passed", None)
     if isinstance(gate, str) and gate == "released":

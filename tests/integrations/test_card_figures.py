@@ -59,9 +59,10 @@ ROWS = [
 ]
 
 
-def test_the_released_card_is_plausible_and_turns_the_gate_on():
+def test_the_released_card_is_plausible_and_its_missing_guards_keep_the_gate_off():
     assert implausible_figures(CONFIG, HEADLINE) == []
-    assert gate_default(RELEASED).use is True
+    decision = gate_default(RELEASED)  # the step-86 card records two of the four guards
+    assert decision.use is False and "gatemem_routes / text_risk" in decision.reason, decision.reason
 
 
 @pytest.mark.parametrize("path, value, named", ROWS, ids=[f"{p.split('.')[-1]}={v!r}" for p, v, _ in ROWS])

@@ -54,7 +54,7 @@ def test_the_encoder_loads_at_the_first_encode_the_gate_at_the_first_score(popul
     path, a, b = populated
     encoder = Encoder(EncoderConfig(cache_dir=None))  # a fresh one: its model not loaded yet
     capfd.readouterr()
-    with Memory(path=path, encoder=encoder, fsync=False) as m:
+    with Memory(path=path, encoder=encoder, fsync=False, gate="released") as m:  # (the default is off: docs/design.md section 4)
         assert m.get(a, user_id="alice") is not None and m.get_all(user_id="alice")
         assert encoder._model is None
         assert m.retriever._gate is None and m.retriever._pending_gate is not None

@@ -179,11 +179,12 @@ def test_the_released_gate_is_off_by_default_and_the_memory_says_why(tmp_path, c
     """The step-86 card records two of the four guards: Memory() opens ungated (the cosine) and
     says so once with gate_default's reason; gate= still switches the gate on."""
     opening._said.discard("gate-off")
-    with caplog.at_level(logging.WARNING, logger="memgate"):
+    with caplog.at_level(logging.INFO, logger="memgate"):
         with Memory(path=tmp_path / "off", fsync=False) as m:
             assert m.gate_decision.use is False and m.retriever.gate is None
     said = [r for r in caplog.records if "learned gate is off" in r.getMessage()]
     assert len(said) == 1 and gate_default().reason in said[0].getMessage()
+    assert said[0].levelno == logging.INFO  # the default state: quiet unless logging asks for INFO
     with Memory(path=tmp_path / "on", gate=ROOT / "checkpoints" / "memgate-minilm-l6", fsync=False) as m:
         assert m.retriever.gate is not None
 
@@ -194,7 +195,7 @@ def test_gate_off_is_said_once(tmp_path, caplog, monkeypatch):
     off = GateDecision(False, "the model card records no LoCoMo-report recall drop", None)
     monkeypatch.setattr(opening, "gate_default", lambda: off)  # a card that fails the rule
     opening._said.discard("gate-off")
-    with caplog.at_level(logging.WARNING, logger="memgate"):
+    with caplog.at_level(logging.INFO, logger="memgate"):
         for name in ("a", "b"):
             with Memory(path=tmp_path / name, fsync=False) as m:
                 assert m.retriever.gate is None and m.gate_decision.use is False

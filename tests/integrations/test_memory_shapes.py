@@ -61,7 +61,7 @@ def test_add_takes_chat_messages_each_user_turn_stored_word_for_word(mem):
     added = mem.add(messages, user_id="alice", metadata={"source": "chat"}, agent_id="coach")
     assert [a["memory"] for a in added] == ["I'm allergic to peanuts.", "And I cycle to work."]
     assert all(a["metadata"] == {"source": "chat"} and a["agent_id"] == "coach" for a in added)
-    assert [m["memory"] for m in mem.get_all(user_id="alice")] == [a["memory"] for a in added]
+    assert sorted(m["memory"] for m in mem.get_all(user_id="alice")) == sorted(a["memory"] for a in added)
     assert mem.add([{"role": "assistant", "content": "Hi!"}], user_id="alice") == []
     for bad, field in (([{"role": "robot", "content": "x"}], "role"), ([{"role": "user", "content": 3}], "content"),
                        ([{"role": "user", "content": "x", "extra": 1}], "unknown field"), (["text"], r"messages\[0\]")):

@@ -26,8 +26,9 @@ def held_warmup(memory, release: threading.Event) -> Warmup:
 
 @pytest.fixture
 def fresh_memory(tmp_path):
+    # the released gate, named (the default is off: docs/design.md section 4): warm-up loads it
     with Memory(path=tmp_path / "store", encoder=Encoder(EncoderConfig(cache_dir=None)),
-                fsync=False) as m:
+                fsync=False, gate="released") as m:
         yield m
 
 
