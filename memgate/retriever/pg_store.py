@@ -493,14 +493,6 @@ class PostgresStore(PostgresSuppression, PostgresSearch, RecordSemantics):
     def _has(self, slot: int) -> bool:
         return slot < len(self._have) and bool(self._have[slot])
 
-    def namespace_of(self, memory_id: str) -> Optional[str]:
-        """The namespace of the one record with this id (None if none; several raise)."""
-        with self._lock:
-            try:
-                return self._resolve(memory_id, None)
-            except UnknownMemoryError:
-                return None
-
     def scan_markers(self, namespaces: Iterable[str]) -> list[tuple[str, tuple]]:
         """(memory_id, markers) of live records with markers in ``namespaces``."""
         ns = sorted(set(namespaces))

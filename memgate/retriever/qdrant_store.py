@@ -393,13 +393,6 @@ class QdrantStore(RecordSemantics, QdrantJournal):
             entries.append(entry)
         return version, entries
 
-    def namespace_of(self, memory_id: str) -> Optional[str]:
-        """The namespace of the one record with this id (None if none; several raise)."""
-        try:
-            return self._resolve(memory_id, None)
-        except UnknownMemoryError:
-            return None
-
     def scan_markers(self, namespaces: Iterable[str]) -> list[tuple[str, tuple]]:
         ns = sorted(set(namespaces))
         if not ns:

@@ -253,6 +253,15 @@ class RecordSemantics(ForgetSemantics):
 
     # -- reads --------------------------------------------------------------------------------
 
+    def namespace_of(self, memory_id: str) -> Optional[str]:
+        """The namespace of the one record with this id (None if none; several raise):
+        one implementation for every store."""
+        with self._lock:
+            try:
+                return self._resolve(memory_id, None)
+            except UnknownMemoryError:
+                return None
+
     def get(self, memory_id: str, *, namespace: Optional[str] = None) -> Optional[StoredMemory]:
         """The record ``(namespace, memory_id)``; without ``namespace``, the record with that id
         if exactly one namespace holds it (several: :class:`AmbiguousMemoryError`)."""

@@ -385,14 +385,6 @@ class EmbeddedStore(EmbeddedSuppression, VectorFile, RecordSemantics, StoreInteg
         crcs = [(row[2], row[6]) for row in rows if row[2] is not None and row[6] is not None]
         return version, entries, crcs
 
-    def namespace_of(self, memory_id: str) -> Optional[str]:
-        """The namespace of the one record with this id (None if none; several raise)."""
-        with self._lock:
-            try:
-                return self._resolve(memory_id, None)
-            except UnknownMemoryError:
-                return None
-
     def scan_markers(self, namespaces: Iterable[str]) -> list[tuple[str, tuple]]:
         """(memory_id, markers) of live records with markers in ``namespaces``."""
         ns = sorted(set(namespaces))
