@@ -59,6 +59,7 @@ from memgate.retriever.schema import (
     Supersedes,
     SuppressedContentError,
     UnknownMemoryError,
+    renamed_memory,
 )
 from memgate.retriever.store import EmbeddedStore, IndexEntry, MemoryStore, normalize_identity
 
@@ -106,13 +107,8 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    if name == "Memory":  # the record's name until 0.2 (one release): memgate.Memory is the facade
-        import warnings
-
-        warnings.warn("memgate.retriever.Memory is now memgate.retriever.StoredMemory (memgate.Memory "
-                      "is the agent facade); the old name goes in the next release", DeprecationWarning,
-                      stacklevel=2)
-        return StoredMemory
+    if name == "Memory":  # the record's old name, for one release
+        return renamed_memory("memgate.retriever")
     if name == "FusedGateScorer":  # torch: imported when asked for, not with the retriever
         from memgate.model.scoring import FusedGateScorer
 

@@ -484,12 +484,17 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
-    if name == "Memory":  # the record's name until 0.2 (one release): memgate.Memory is the facade
-        import warnings
+def renamed_memory(module: str) -> type:
+    """``StoredMemory`` under its old name ``Memory`` (until 0.2, one release; memgate.Memory is
+    the agent facade), with a DeprecationWarning naming ``module``."""
+    import warnings
 
-        warnings.warn("memgate.retriever.schema.Memory is now StoredMemory (memgate.Memory is the "
-                      "agent facade); the old name goes in the next release", DeprecationWarning,
-                      stacklevel=2)
-        return StoredMemory
+    warnings.warn(f"{module}.Memory is now StoredMemory (memgate.Memory is the agent facade); the "
+                  "old name goes in the next release", DeprecationWarning, stacklevel=3)
+    return StoredMemory
+
+
+def __getattr__(name: str):
+    if name == "Memory":
+        return renamed_memory("memgate.retriever.schema")
     raise AttributeError(f"module 'memgate.retriever.schema' has no attribute {name!r}")

@@ -8,7 +8,15 @@ import itertools
 
 import numpy as np
 
-from memgate.retriever import EmbeddedStore, GatedRetriever, RetrieverConfig
+from memgate.contract.admissibility import SupersessionScope
+from memgate.retriever import (
+    Applicability,
+    EmbeddedStore,
+    GatedRetriever,
+    RetrieverConfig,
+    StoredMemory,
+    Supersedes,
+)
 from memgate.retriever.audit import AuditLog
 from memgate.retriever.pg_store import PostgresStore
 from memgate.retriever.qdrant_store import QdrantStore
@@ -67,3 +75,20 @@ def memory_args(kind: str, path) -> dict:
         return {"path": path, "store": kind, "url": pg_test_server.url(),
                 "collection": pg_test_server.schema_for(path)}
     return {"path": path, "store": kind}
+
+
+def supersession_and_derivation_writes(s, V) -> None:
+    """One write sequence every store must apply alike: a scoped supersession, derived records
+    (one marked reviewed, one corrected), a retire, and another namespace's record (``V``: ten or
+    more rows of vectors)."""
+    scope = SupersessionScope(subject="dentist", valid_from="2026-01-01", valid_to=None)
+    s.add(StoredMemory("src", "alice", "dentist on monday", applicability=Applicability(subject="dentist")),
+          V[0], encoder=IDENT)
+    s.add(StoredMemory("d1", "alice", "plan around monday", derived_from=("src",)), V[1], encoder=IDENT)
+    s.add(StoredMemory("d2", "alice", "reminder for the plan", derived_from=("d1",)), V[2], encoder=IDENT)
+    s.add(StoredMemory("new", "alice", "dentist on tuesday", supersedes=(Supersedes("src", scope, 1),)),
+          V[3], encoder=IDENT)
+    s.mark_reviewed("d2", s.get("d2").revision)
+    s.correct("d1", s.get("d1").revision, "plan around tuesday", V[4], encoder=IDENT)
+    s.retire("new", 1)
+    s.add(StoredMemory("other", "bob", "bob's thing"), V[5], encoder=IDENT)

@@ -16,10 +16,8 @@ import pytest
 
 pytest.importorskip("qdrant_client")
 
-from memgate.contract.admissibility import SupersessionScope  # noqa: E402
 from memgate.contract.records import QueryContext  # noqa: E402
 from memgate.retriever import (
-    Applicability,
     EmbeddedStore,
     EncoderMismatchError,
     ForgottenMemoryError,
@@ -33,7 +31,7 @@ from memgate.retriever import (
 )
 from memgate.retriever.pg_store import PostgresStore  # noqa: E402
 from memgate.retriever.qdrant_store import VECTOR_NAME, QdrantStore  # noqa: E402
-from tests.retriever.store_helpers import KINDS, make_store  # noqa: E402
+from tests.retriever.store_helpers import KINDS, make_store, supersession_and_derivation_writes  # noqa: E402
 
 DIM = 16
 IDENT = {"id": "fake-hash-encoder", "revision": "1", "normalize": True, "dim": DIM}
@@ -222,18 +220,8 @@ def test_record_semantics_match_embedded_store(tmp_path):
     emb, qd = both(tmp_path)
     rng = np.random.default_rng(4)
     V = rng.normal(size=(10, DIM))
-    scope = SupersessionScope(subject="dentist", valid_from="2026-01-01", valid_to=None)
     for s in (emb, qd):
-        s.add(StoredMemory("src", "alice", "dentist on monday", applicability=Applicability(subject="dentist")),
-              V[0], encoder=IDENT)
-        s.add(StoredMemory("d1", "alice", "plan around monday", derived_from=("src",)), V[1], encoder=IDENT)
-        s.add(StoredMemory("d2", "alice", "reminder for the plan", derived_from=("d1",)), V[2], encoder=IDENT)
-        s.add(StoredMemory("new", "alice", "dentist on tuesday", supersedes=(Supersedes("src", scope, 1),)),
-              V[3], encoder=IDENT)
-        s.mark_reviewed("d2", s.get("d2").revision)
-        s.correct("d1", s.get("d1").revision, "plan around tuesday", V[4], encoder=IDENT)
-        s.retire("new", 1)
-        s.add(StoredMemory("other", "bob", "bob's thing"), V[5], encoder=IDENT)
+        supersession_and_derivation_writes(s, V)
         with pytest.raises(UnknownMemoryError):  # supersession stays inside a namespace (ids are
             s.add(StoredMemory("x", "bob", "cross", supersedes=(Supersedes("new"),)), V[6], encoder=IDENT)  # scoped)
         s.forget("d1", StoredMemory("d1-f", "alice", "forget the plan"), V[7], encoder=IDENT)

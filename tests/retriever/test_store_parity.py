@@ -13,13 +13,12 @@ import numpy as np
 import pytest
 import torch
 
-from memgate.contract.admissibility import SupersessionScope
 from memgate.contract.records import QueryContext
 from memgate.datasets.real.locomo import read_locomo
 from memgate.datasets.real.testing import require_real_data
 from memgate.model.gate import MemGate, MemGateConfig
-from memgate.retriever import Applicability, GatedRetriever, RetrieverConfig, StoredMemory, Supersedes
-from tests.retriever.store_helpers import DIM, IDENT, KINDS, make_store
+from memgate.retriever import GatedRetriever, RetrieverConfig, StoredMemory
+from tests.retriever.store_helpers import DIM, IDENT, KINDS, make_store, supersession_and_derivation_writes
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -122,19 +121,9 @@ def test_a_locomo_report_slice_ranks_the_same_on_every_store(tmp_path, encoder):
 def test_one_write_sequence_leaves_the_same_records_on_every_store(tmp_path):
     rng = np.random.default_rng(4)
     V = rng.normal(size=(10, DIM))
-    scope = SupersessionScope(subject="dentist", valid_from="2026-01-01", valid_to=None)
     stores = [make_store(kind, tmp_path) for kind in KINDS]
     for s in stores:
-        s.add(StoredMemory("src", "alice", "dentist on monday", applicability=Applicability(subject="dentist")),
-              V[0], encoder=IDENT)
-        s.add(StoredMemory("d1", "alice", "plan around monday", derived_from=("src",)), V[1], encoder=IDENT)
-        s.add(StoredMemory("d2", "alice", "reminder for the plan", derived_from=("d1",)), V[2], encoder=IDENT)
-        s.add(StoredMemory("new", "alice", "dentist on tuesday", supersedes=(Supersedes("src", scope, 1),)),
-              V[3], encoder=IDENT)
-        s.mark_reviewed("d2", s.get("d2").revision)
-        s.correct("d1", s.get("d1").revision, "plan around tuesday", V[4], encoder=IDENT)
-        s.retire("new", 1)
-        s.add(StoredMemory("other", "bob", "bob's thing"), V[5], encoder=IDENT)
+        supersession_and_derivation_writes(s, V)
         s.add(StoredMemory("src", "bob", "the same id in another namespace"), V[6], encoder=IDENT)
         s.forget("d1", StoredMemory("d1-f", "alice", "forget the plan"), V[7], encoder=IDENT)
     first = stores[0]
