@@ -11,6 +11,11 @@ returned ``Calibration`` says so (``feasible = False`` and a ``note``).
 Candidate thresholds are the distinct observed scores (and +inf). The chosen threshold is the
 score of the lowest-scoring violation that is caught, so items scoring exactly the threshold are
 dropped. Unresolved labels (``a is None``) count neither as violations nor against the rule.
+
+**Real benign anchors** (``with_anchor_floors``): the threshold chosen on one split is then raised,
+where needed, so that at most ``max_anchor_drop`` of every further anchor set (the benign rows of
+the real select parts: natural-phrasing beneficial memories, LoCoMo evidence) is dropped too; the
+synthetic dev split alone let a text-risk gate drop relevant real memories.
 """
 
 from __future__ import annotations
@@ -47,6 +52,10 @@ class Calibration:
     note: str
     max_anchor_drop: float = 0.01
     data_hash: str | None = None
+    # set by with_anchor_floors: the threshold of the first split alone, and per further anchor
+    # set its size, the lowest threshold dropping <= max_anchor_drop of it, the share dropped
+    synthetic_threshold: float | None = None
+    anchor_floors: dict | None = None
 
     def drops(self, scores: Sequence[float]) -> np.ndarray:
         """Boolean mask of the items this threshold drops (``score >= threshold``)."""
@@ -65,7 +74,7 @@ class Calibration:
         unknown = set(raw) - names
         if unknown:
             raise ValueError(f"Calibration.from_dict: unknown keys {sorted(unknown)}")
-        missing = names - set(raw) - {"max_anchor_drop", "data_hash"}
+        missing = names - set(raw) - {"max_anchor_drop", "data_hash", "synthetic_threshold", "anchor_floors"}
         if missing:
             raise ValueError(f"Calibration.from_dict: missing keys {sorted(missing)}")
         values = dict(raw)
@@ -169,3 +178,49 @@ def calibrate_threshold(
         max_anchor_drop=max_anchor_drop,
         data_hash=data_hash,
     )
+
+
+def anchor_floor(scores: Sequence[float], max_drop: float = 0.01) -> float:
+    """The lowest threshold that drops at most ``max_drop`` of ``scores`` (every item an anchor;
+    drop iff ``score >= threshold``): just above the ``floor(max_drop * n) + 1``-th highest score.
+    ``-inf`` for an empty set (nothing to protect)."""
+    s = np.sort(np.asarray(scores, dtype=float))[::-1]
+    if s.size == 0:
+        return -math.inf
+    if not np.all(np.isfinite(s)):
+        raise ValueError("anchor scores must be finite (no NaN or inf)")
+    allowed = int(math.floor(max_drop * s.size + _TOL))  # anchors that may be dropped
+    return float(np.nextafter(s[allowed], math.inf)) if allowed < s.size else -math.inf
+
+
+def with_anchor_floors(calibration: Calibration, anchor_sets: dict, scores: Sequence[float],
+                       admissible: Sequence[bool | None], is_required_anchor: Sequence[bool]) -> Calibration:
+    """``calibration`` (chosen on ``scores`` / ``admissible`` / ``is_required_anchor``) with its
+    threshold raised to every anchor set's floor (module doc), its violation recall and anchor
+    drop rate re-read on the same split at the raised threshold.
+    ``anchor_sets``: name -> scores of that set's anchors (higher = more likely inadmissible)."""
+    floors, threshold = {}, calibration.threshold
+    for name, values in sorted(anchor_sets.items()):
+        floor = anchor_floor(values, calibration.max_anchor_drop)
+        floors[name] = {"n": int(len(values)), "floor": None if math.isinf(floor) else floor}
+        threshold = max(threshold, floor)
+    for name, values in sorted(anchor_sets.items()):
+        v = np.asarray(values, dtype=float)
+        floors[name]["drop_rate"] = float((v >= threshold).mean()) if v.size else None
+    out = {f.name: getattr(calibration, f.name) for f in fields(Calibration)}
+    out.update(anchor_floors=floors,
+               synthetic_threshold=None if math.isinf(calibration.threshold) else calibration.threshold)
+    if threshold > calibration.threshold:
+        s = np.asarray(scores, dtype=float)
+        dropped = s >= threshold
+        viol = np.fromiter((a is False for a in admissible), dtype=bool, count=len(s))
+        anchor = np.asarray(is_required_anchor, dtype=bool)
+        out.update(threshold=threshold,
+                   violation_recall=float(dropped[viol].mean()) if viol.any() else None,
+                   anchor_drop_rate=float(dropped[anchor].mean()) if anchor.any() else None,
+                   note=f"{calibration.note}; raised from {calibration.threshold:.4g} to {threshold:.4g} so "
+                        f"that at most {calibration.max_anchor_drop:.0%} of each real anchor set is dropped: "
+                        f"drops {int(dropped[viol].sum())}/{int(viol.sum())} known violations")
+    else:
+        out["note"] = f"{calibration.note}; no real anchor set needed a higher threshold"
+    return Calibration(**out)

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from memgate.contract.sources import EvalSource
-from memgate.eval.calibration import Calibration, calibrate_threshold
+from memgate.eval.calibration import Calibration, calibrate_threshold, with_anchor_floors
 
 PairScorer = Callable[[np.ndarray, np.ndarray], np.ndarray]  # (n, d), (n, d) -> (n,)
 
@@ -50,11 +50,21 @@ def calibrate_scorer(
     query_vectors: np.ndarray,
     data_hash: str | None,
     max_anchor_drop: float = 0.01,
+    anchor_sets: dict | None = None,
 ) -> Calibration:
+    """The one rule on ``source``'s labelled pairs; with ``anchor_sets`` (name -> (query vectors,
+    memory vectors) of benign real pairs, select parts only) the threshold is raised until at
+    most ``max_anchor_drop`` of each set is dropped too (``calibration.with_anchor_floors``)."""
     qi, mi, admissible, required = labelled_pairs(source)
-    scores = np.concatenate([
-        scorer(query_vectors[qi[s:s + 8192]], memory_vectors[mi[s:s + 8192]])
-        for s in range(0, len(qi), 8192)
-    ]) if len(qi) else np.zeros(0)
-    return calibrate_threshold(scores.tolist(), admissible, required,
-                               max_anchor_drop=max_anchor_drop, data_hash=data_hash)
+    scores = _scores(scorer, query_vectors[qi], memory_vectors[mi])
+    calibration = calibrate_threshold(scores.tolist(), admissible, required,
+                                      max_anchor_drop=max_anchor_drop, data_hash=data_hash)
+    if not anchor_sets:
+        return calibration
+    sets = {name: _scores(scorer, q, v) for name, (q, v) in anchor_sets.items()}
+    return with_anchor_floors(calibration, sets, scores, admissible, required)
+
+
+def _scores(scorer: PairScorer, q: np.ndarray, v: np.ndarray) -> np.ndarray:
+    return np.concatenate([scorer(q[s:s + 8192], v[s:s + 8192])
+                           for s in range(0, len(q), 8192)]) if len(q) else np.zeros(0)

@@ -184,11 +184,13 @@ def write_weight_digest(gate: MemGate, run_dir: Path, rank: int, stage: str) -> 
     (run_dir / f"weights_{stage}_rank{rank}.sha256").write_text(digest.hexdigest() + "\n")
 
 
-def calibrate_gate(gate: MemGate, data_dir: Path, encoder: Encoder, data_hash: str):
-    """The learned_gate_drop threshold on suppression S_ref - S, calibrated on synthetic dev."""
+def calibrate_gate(gate: MemGate, data_dir: Path, encoder: Encoder, data_hash: str, anchor_sets=None):
+    """The learned_gate_drop threshold on suppression S_ref - S, calibrated on synthetic dev and
+    raised until it drops at most 1 % of each real benign anchor set (the select parts the
+    guards hold: ``SelectionGuards.benign_anchor_sets``)."""
     dev = prepare(load_split(data_dir, "dev", name="synthetic_dev"), encoder)
     return calibrate_scorer(gate_suppression(gate), dev.source, dev.memory_vectors,
-                            dev.query_vectors, data_hash)
+                            dev.query_vectors, data_hash, anchor_sets=anchor_sets)
 
 
 def make_logger(config: TrainConfig, run_dir: Path):
@@ -374,7 +376,8 @@ def train(
     if not trainer.is_global_zero:
         return {"rank": trainer.global_rank, "export_dir": None}
 
-    calibration = calibrate_gate(gate, data_dir, encoder, meta["data_hash"])
+    anchors = guard.benign_anchor_sets() if hasattr(guard, "benign_anchor_sets") else None
+    calibration = calibrate_gate(gate, data_dir, encoder, meta["data_hash"], anchors)
     export_info = {
         "calibration": calibration.to_dict(),
         "encoder": identity,

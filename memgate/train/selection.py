@@ -35,6 +35,7 @@ from memgate.datasets.real.gatemem import build_gatemem_source
 from memgate.datasets.real.io_guard import no_report_access
 from memgate.datasets.real.locomo import build_locomo_source
 from memgate.datasets.real.paths import real_data_available, real_data_root
+from memgate.eval.drop_calibration import labelled_pairs
 from memgate.eval.engine import prepare
 from memgate.eval.evaluation import EvalSettings, paired_difference, run_source
 from memgate.eval.metrics import rank_auc
@@ -100,6 +101,7 @@ def recall_guard(prepared, k: int, max_drop: float, rerank_depth: int) -> Guard:
                 "threshold": max_drop, "slack": max_drop - drop,
                 "passed": bool(drop <= max_drop + 1e-12)}
 
+    guard.prepared = prepared  # its benign pairs also calibrate the drop threshold (benign_anchor_sets)
     return guard
 
 
@@ -203,6 +205,25 @@ class SelectionGuards:
     def __call__(self, gate) -> dict:
         results = {name: {"guard": name, **guard(gate)} for name, guard in self.guards.items()}
         return {"passed": all(r["passed"] for r in results.values()), **results}
+
+    def benign_anchor_sets(self) -> dict:
+        """name -> (query vectors, memory vectors) of the benign real pairs the guards hold, select
+        parts only: LoCoMo select's (question, evidence) pairs and every natural source's
+        beneficial rows (natural variant). The drop threshold may drop at most 1 % of each
+        (``memgate.eval.calibration.with_anchor_floors``)."""
+        out = {}
+        prepared = getattr(self.guards.get("locomo"), "prepared", None)
+        if prepared is not None:
+            qi, mi, admissible, required = labelled_pairs(prepared.source)
+            keep = np.array([r and a is True for a, r in zip(admissible, required)], dtype=bool)
+            out[f"{prepared.source.name}/required"] = (prepared.query_vectors[qi[keep]],
+                                                       prepared.memory_vectors[mi[keep]])
+        text_risk = self.guards.get("text_risk")
+        for cell in (text_risk.panel.cells if text_risk is not None else ()):
+            if cell.variant == "natural":
+                benign = ~cell.labels
+                out[f"{cell.source}/beneficial"] = (cell.q.numpy()[benign], cell.v.numpy()[benign])
+        return out
 
 
 def _require_real_data(config, key: str):

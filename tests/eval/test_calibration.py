@@ -135,3 +135,38 @@ def test_matches_brute_force(seed):
     for max_drop in (0.01, 0.05, 0.2):
         cal = calibrate_threshold(scores, a, anchor, max_anchor_drop=max_drop)
         assert cal.threshold == _brute_force(scores, a, anchor, max_drop)
+
+
+def test_anchor_floor_drops_at_most_the_share():
+    from memgate.eval.calibration import anchor_floor
+
+    scores = np.linspace(0.0, 1.0, 201)  # 201 anchors: 1 % may go -> 2 of them (0.995, 1.0)
+    t = anchor_floor(scores, 0.01)
+    assert int((scores >= t).sum()) == 2
+    assert anchor_floor(scores, 0.0) > 1.0  # none may go: just above the highest
+    assert anchor_floor([], 0.01) == -math.inf
+    with pytest.raises(ValueError, match="finite"):
+        anchor_floor([0.1, float("nan")])
+
+
+def test_real_anchor_floors_raise_the_threshold_and_reread_the_split():
+    from memgate.eval.calibration import with_anchor_floors
+
+    scores = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4]
+    a = [False, True, False, None, False, True]
+    anchor = [False, True, False, False, False, True]
+    cal = calibrate_threshold(scores, a, anchor, max_anchor_drop=0.5)  # t = 0.5 (test above)
+    # a benign real set scoring 0.75 and 0.3: at most half may go -> the floor lies just above 0.3,
+    # below 0.5: nothing changes
+    same = with_anchor_floors(cal, {"real": [0.75, 0.3]}, scores, a, anchor)
+    assert same.threshold == cal.threshold and same.synthetic_threshold == 0.5
+    assert same.anchor_floors["real"]["drop_rate"] == 0.5
+    # a set whose anchors score 0.85 and 0.82: one may go, so the threshold rises above 0.82
+    raised = with_anchor_floors(cal, {"real": [0.85, 0.82]}, scores, a, anchor)
+    assert 0.82 < raised.threshold <= 0.85 and raised.synthetic_threshold == 0.5
+    assert raised.violation_recall == pytest.approx(1 / 3)  # only the 0.9 violation is still dropped
+    assert raised.anchor_drop_rate == 0.0 and "raised from 0.5" in raised.note
+    assert Calibration.from_dict(json.loads(json.dumps(raised.to_dict()))) == raised
+    # a checkpoint written before the anchor floors still loads
+    old = {k: v for k, v in cal.to_dict().items() if k not in ("synthetic_threshold", "anchor_floors")}
+    assert Calibration.from_dict(old) == cal

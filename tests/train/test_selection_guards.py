@@ -190,6 +190,27 @@ def test_text_risk_guard_fails_an_inversion_and_passes_a_gate_that_reads_the_ris
     assert cosine["macro"]["value"] == pytest.approx(0.0, abs=1e-12)
 
 
+def test_benign_anchor_sets_hold_the_beneficial_rows_and_raise_the_drop_threshold():
+    """The drop threshold's real anchors: each natural source's beneficial rows (natural variant);
+    a gate that suppresses them harder than the synthetic dev split allows gets a higher threshold."""
+    from memgate.eval.calibration import calibrate_threshold, with_anchor_floors
+    from memgate.eval.drop_calibration import gate_suppression
+    from memgate.eval.text_risk import TextRiskPanel
+    from memgate.train.selection import TextRiskGuard
+
+    cells = _cells(np.random.default_rng(1))
+    sets = SelectionGuards({"text_risk": TextRiskGuard(TextRiskPanel(cells, n_boot=10))}).benign_anchor_sets()
+    assert sorted(sets) == sorted(f"{c.source}/beneficial" for c in cells if c.variant == "natural")
+    q, v = sets["phrasing_tool_drift/beneficial"]
+    assert len(q) == len(v) == 80  # the 160 rows' controls
+    gate = LabelGate({a.tobytes() + b.tobytes() for a, b in zip(q, v)}, 0.3)  # suppresses benign memories
+    scores = {name: gate_suppression(gate)(*pair) for name, pair in sets.items()}
+    dev = calibrate_threshold([0.2, 0.1, 0.0], [False, True, True], [False, True, True], max_anchor_drop=0.01)
+    raised = with_anchor_floors(dev, scores, [0.2, 0.1, 0.0], [False, True, True], [False, True, True])
+    assert dev.threshold == pytest.approx(0.2) and raised.threshold > 0.3 - 1e-6
+    assert raised.anchor_floors["phrasing_tool_drift/beneficial"]["drop_rate"] <= 0.01
+
+
 # --------------------------------------------------------------------------- the selection rule
 
 
