@@ -86,6 +86,7 @@ def write_model_card(out_dir: Path, export_info: dict, headline: Optional[dict])
         *([f"- real-data selection guards: {export_info['guards']}"] if export_info.get("guards") else []),
         *([f"- drop-threshold calibration: {export_info['calibration_note']}"]
           if export_info.get("calibration_note") else []),
+        *drop_threshold_lines(export_info.get("calibration")),
         "",
         *what_it_does_lines(),
     ]
@@ -114,8 +115,23 @@ def what_it_does_lines() -> list[str]:
             "scope, principal, lifecycle and policy are decided from trusted metadata by namespace support",
             "and the Kleene gate, before it ranks (the `hybrid` route / `memgate.retriever`). Selection",
             "requires it not to undo what metadata protects (GateMem `hybrid` vs `kleene_gate`) and not to",
-            "cost recall on benign real text (LoCoMo). It re-orders candidates; it removes none unless a",
-            "drop threshold is used.", ""]
+            "cost recall on benign real text (LoCoMo). It re-orders candidates; the retriever's default",
+            "route (`hybrid_drop`) also drops those at or above the calibrated drop threshold, which is set",
+            "so that at most 1 % of every real benign select set would be dropped (Training, above).", ""]
+
+
+def drop_threshold_lines(calibration: Optional[dict]) -> list[str]:
+    """The calibrated drop threshold the default retriever route (``hybrid_drop``) applies."""
+    if not calibration:
+        return []
+    if calibration.get("threshold") is None:
+        return [f"- drop threshold: none (every candidate is kept): {calibration.get('note')}"]
+    floors = calibration.get("anchor_floors") or {}
+    worst = max(floors.items(), key=lambda kv: kv[1].get("drop_rate") or 0.0, default=None)
+    return [f"- drop threshold (suppression S_ref - S at or above it is dropped by `hybrid_drop`, the "
+            f"retriever's default route): {calibration['threshold']:.4f}; {calibration.get('note')}"
+            + (f"; at most {worst[1]['drop_rate']:.1%} of a real benign set dropped ({worst[0]})"
+               if worst and worst[1].get("drop_rate") is not None else "")]
 
 
 def _fmt(value, digits: int = 4) -> str:

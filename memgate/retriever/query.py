@@ -110,6 +110,8 @@ class QueryPath:
             apart = apart[idx.alive[apart] & np.isin(idx.ns[apart], codes)]
             apart = apart[kept(apart)]
         ranking = self._rank(q, readable, k + len(apart), any_kept, search_filter, kept)
+        if ranking.gated and len(apart):
+            ranking = self._set_apart_by_cosine(ranking, apart, k + len(apart))
         is_apart = np.isin(ranking.final, apart)
         returned = np.flatnonzero(~is_apart)[:k]  # combined ranks of the k items returned
         reach = min(k, int(returned[-1])) if len(returned) else k  # above the last one returned
@@ -135,6 +137,23 @@ class QueryPath:
         self._log_retrieval(result, context)
         clock.lap("log_ms")  # (the same dict as result.timings_ms)
         return result
+
+    def _set_apart_by_cosine(self, ranking: _Ranking, apart: np.ndarray, n: int) -> _Ranking:
+        """Set-apart candidates (forget directives: the system's words, not a memory) keep their
+        cosine, never scored or dropped by the text gate, whose job is the risk of a memory's text
+        (an instruction-like directive reads as one); the gated order of the others is unchanged
+        and each directive is placed in it by its cosine."""
+        ids = self._index.ids
+        apart_set = set(apart.tolist())
+        order = [p for p in ranking.final.tolist() if p not in apart_set]
+        score = [ranking.gate_scores.get(p, ranking.cos_of[p]) for p in order]
+        for p in sorted((p for p in ranking.cos_of if p in apart_set), key=lambda p: -ranking.cos_of[p]):
+            at = next((i for i, v in enumerate(score) if v < ranking.cos_of[p]), len(order))
+            order.insert(at, p)
+            score.insert(at, ranking.cos_of[p])
+        apart_ids = {ids[p] for p in apart_set}
+        return replace(ranking, final=np.asarray(order[:n], dtype=np.int64),
+                       dropped=[d for d in ranking.dropped if d.memory_id not in apart_ids])
 
     def _positions(self, ids: Iterable[Any], field: str) -> np.ndarray:
         """Index positions named by ``ids``: an id names its records in every namespace, a

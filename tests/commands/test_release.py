@@ -24,21 +24,6 @@ def test_release_files_are_committed():
         assert (REPORT / name).exists(), name
 
 
-ABSENT = "<absent>"
-# The committed gate (step 86, 2026-12-01) was selected before issue 33's selection (four guards,
-# the text-risk macro); the text-risk candidate selected under it is not released (lead's decision,
-# 2026-12-02, docs/results.md), so exactly these keys differ: (default now, recorded by the release).
-# gate_default reads the consequence off the card: it records two guards, so the gate is off.
-SELECTED_BEFORE_ISSUE_33 = {
-    "selection.metric": ("text_risk_macro", "dev_pref_acc_gated"),
-    "selection.gatemem_routes_guard": (True, ABSENT),
-    "selection.route_margin": (0.01, ABSENT),
-    "selection.text_risk_guard": (True, ABSENT),
-    "selection.min_suppression_auc": (0.5, ABSENT),
-    "selection.guard_n_boot": (1000, ABSENT),
-}
-
-
 def test_release_was_trained_with_the_default_train_config():
     from memgate.train.config import ADDED_SINCE_RELEASE
 
@@ -48,10 +33,6 @@ def test_release_was_trained_with_the_default_train_config():
         section, key = dotted.split(".")  # value that keeps the behaviour it was trained with
         if key not in recorded.get(section, {}):
             assert default[section].pop(key) == keeps, f"{dotted} changed since the release: run `make release`"
-    for dotted, (now, then) in SELECTED_BEFORE_ISSUE_33.items():  # the named difference, and no other
-        section, key = dotted.split(".")
-        assert default[section].pop(key, ABSENT) == now, f"{dotted}: the default selection changed again"
-        assert recorded[section].pop(key, ABSENT) == then, f"{dotted}: the release is not the step-86 gate"
     assert recorded == default, "configs/train/default.yaml changed since the release: run `make release`"
 
 

@@ -59,10 +59,10 @@ ROWS = [
 ]
 
 
-def test_the_released_card_is_plausible_and_its_missing_guards_keep_the_gate_off():
+def test_the_released_card_is_plausible_and_switches_the_gate_on():
     assert implausible_figures(CONFIG, HEADLINE) == []
-    decision = gate_default(RELEASED)  # the step-86 card records two of the four guards
-    assert decision.use is False and "gatemem_routes / text_risk" in decision.reason, decision.reason
+    decision = gate_default(RELEASED)  # the text-risk release records all four guards passed
+    assert decision.use is True, decision.reason
 
 
 @pytest.mark.parametrize("path, value, named", ROWS, ids=[f"{p.split('.')[-1]}={v!r}" for p, v, _ in ROWS])
