@@ -111,14 +111,16 @@ def test_precomputed_vectors_train_without_an_encoder_and_refuse_the_guards(tmp_
 
 
 def test_a_configs_source_shares_apply_only_to_triples_that_hold_those_sources():
-    """A train config whose data.source_shares names the project's sources (the text-risk mix rows
-    of docs/ablations.md, natural phrasing among them): your triples (no ``source``: user) get
-    batches drawn as they are, where the shares raised "no training triples of that source to draw
-    from"; the default config has no shares and is kept as it is."""
+    """A train config whose data.source_shares names the project's sources (the default config and
+    the text-risk mix rows of docs/ablations.md, natural phrasing among them): your triples (no
+    ``source``: user) get batches drawn as they are, where the shares raised "no training triples of
+    that source to draw from"; a config without shares is kept as it is."""
     from memgate.train.workbench import own_source_shares
 
     default = load_config(TrainConfig, resolve_path("configs/train/default.yaml"))
-    assert own_source_shares(default, [{"query_text": "q"}]) is default
+    assert default.data.source_shares and own_source_shares(default, [{"query_text": "q"}]).data.source_shares is None
+    unshared = load_config(TrainConfig, resolve_path("configs/train/default.yaml"), ["data.source_shares=null"])
+    assert own_source_shares(unshared, [{"query_text": "q"}]) is unshared
     config = load_config(TrainConfig, resolve_path("configs/train/default.yaml"), [
         "data.sources=[template,gatemem,phrasing_jailbreak]",
         "data.source_shares={template: 0.5, gatemem: 0.4, phrasing_jailbreak: 0.1}"])
