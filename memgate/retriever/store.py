@@ -491,11 +491,11 @@ class EmbeddedStore(EmbeddedSuppression, VectorFile, RecordSemantics, StoreInteg
         except IndexError:  # a slot beyond the file: it was cut short while open
             raise self._damaged(self._vector_file_problem() or "a record's slot lies beyond the "
                                 "vector file") from None
+        returned = found[0] if plain is None else np.union1d(found[0], plain[0])  # (mostly the same rows)
         readable_codes = np.asarray([index.ns_code[n] for n in ns if n in index.ns_code], dtype=np.int32)
-        for top, _ in (found,) if plain is None else (found, plain):
-            if not np.isin(index.ns[top], readable_codes).all():  # defence in depth
-                raise AssertionError(f"search returned a record outside {ns}")
-            self._check_returned(top, index, matrix)  # (a damaged row is refused, not returned)
+        if not np.isin(index.ns[returned], readable_codes).all():  # defence in depth
+            raise AssertionError(f"search returned a record outside {ns}")
+        self._check_returned(returned, index, matrix)  # (a damaged row is refused, not returned)
         return found, plain
 
     def _exact_search(self, q: np.ndarray, support: np.ndarray, k: int, index: SupportIndex,
