@@ -48,11 +48,6 @@ ENV_THREADS = "MEMGATE_ENCODER_THREADS"
 # batches of at most this many padded tokens, and OpenVINO inference streams (docs/benchmarks.md)
 DEFAULT_MAX_TOKENS = 512
 DEFAULT_STREAMS = 1
-# a call that embeds one text (a query) pads it to a multiple of this many tokens: a runtime
-# meets each input shape's first run with a one-time cost about the run's own (OpenVINO: ~5 ms
-# at 20 tokens on 2 cores), and queries of every length would each pay it; 8 widths up to 128
-# tokens are met once (the padding is masked: 1 - cos ~1e-13 against the unpadded vector)
-SINGLE_TEXT_PAD = 16
 
 
 def export_root() -> Path:
@@ -207,8 +202,6 @@ class FastEncoder:
     def _run_batches(self, encodings, lengths: np.ndarray, batch_size: int, unit: bool, out: np.ndarray,
                      bar=None) -> None:
         for rows, width in self._batches(lengths, batch_size):
-            if len(lengths) == 1:  # one text: a width from a short list (SINGLE_TEXT_PAD)
-                width = max(width, min(-(-width // SINGLE_TEXT_PAD) * SINGLE_TEXT_PAD, self.model.max_seq_length))
             ids = np.zeros((len(rows), width), dtype=np.int64)
             mask = np.zeros((len(rows), width), dtype=np.int64)
             for r, i in enumerate(rows):
