@@ -11,6 +11,7 @@ from typing import Optional
 import numpy as np
 
 from memgate.retriever.results import GateDrop
+from memgate.retriever.semantics import UNIT_KEEP
 from memgate.retriever.support import exact_cosines, top_by_score
 
 
@@ -69,15 +70,20 @@ class GatedRanking:
         """Index positions of a store's hits given as vector slots, in order; a slot this index
         does not hold live (written by another process since the refresh) or a position that is
         not ``kept`` is left out, as in :meth:`_search`."""
+        return self._kept_hits(slots, readable, kept)[0]
+
+    def _kept_hits(self, slots: np.ndarray, readable: frozenset,
+                   kept: Optional[Callable[[np.ndarray], np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`_hit_positions` and, per slot, whether its hit was kept."""
         idx = self._index
         pos = idx.positions_of_slots(slots)
-        pos = pos[pos >= 0]
+        ok = pos >= 0
         codes = np.asarray([idx.ns_code[ns] for ns in readable if ns in idx.ns_code], dtype=np.int32)
-        if len(pos) and not np.isin(idx.ns[pos], codes).all():  # defence in depth
+        if ok.any() and not np.isin(idx.ns[pos[ok]], codes).all():  # defence in depth
             raise AssertionError("store search returned a record outside the readable namespaces")
-        if kept is not None and len(pos):
-            pos = pos[kept(pos)]
-        return pos
+        if kept is not None and ok.any():
+            ok[ok] = kept(pos[ok])
+        return pos[ok], ok
 
     def _rank(self, q: np.ndarray, readable: frozenset, k: int, any_kept: bool, search_filter: tuple,
               kept: Callable[[np.ndarray], np.ndarray], audit_excluded: bool = False) -> "_Ranking":
@@ -98,21 +104,25 @@ class GatedRanking:
         log_depth = self.config.log_excluded_depth
         log_depth = (depth if log_depth is None else log_depth) if audit_excluded else 0
         head = np.zeros(0, dtype=np.int64)
-        unfiltered = None
+        head_cos = unfiltered = None
         if any_kept:
             states, ids, signatures = search_filter
             if hasattr(self.store, "search_slots"):
                 by_signature = {"exclude_signatures": list(signatures)} if signatures else {}
-                (slots, _), plain = self.store.search_slots(
+                (slots, cos), plain = self.store.search_slots(
                     q, sorted(readable), depth, exclude_ids=ids, exclude_states=states,
                     exact=self.config.exact_search, unfiltered_k=log_depth, **by_signature)
-                head = self._hit_positions(slots, readable, kept)
+                head, ok = self._kept_hits(slots, readable, kept)
+                if abs(float(np.linalg.norm(q)) - 1.0) <= UNIT_KEEP:
+                    # the store ranked by these very bits of q (a unit vector is kept as given):
+                    # its cosines are exact_cos(head), row for row
+                    head_cos = np.asarray(cos, dtype=np.float64)[ok]
                 if plain is not None:
                     unfiltered = self._hit_positions(plain[0], readable, None)
             else:
                 head = np.asarray(self._search(q, readable, depth, kept, states, ids, signatures),
                                   dtype=np.int64)
-        head, head_cos = self._top(head, exact_cos(head), depth)
+        head, head_cos = self._top(head, exact_cos(head) if head_cos is None else head_cos, depth)
         ranking = _Ranking(head[:k], dict(zip(head.tolist(), head_cos.tolist())), {}, [], gated,
                            depth, q, unfiltered)
         if not gated or not len(head):
