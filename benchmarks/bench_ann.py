@@ -41,6 +41,9 @@ import numpy as np
 
 DIM, TOP, M, EF_C, EF_S, SIGMA = 384, 100, 16, 100, 200, 0.025
 CACHE_KEY = "all-MiniLM-L6-v2-84cb80e7"
+# the same vectors under the fast backends' cache keys (within 1 - cos <= 1e-5 of torch's): a
+# tree whose encoder ran on OpenVINO or ONNX Runtime holds only those
+CACHE_KEYS = (CACHE_KEY, f"{CACHE_KEY}-openvino", f"{CACHE_KEY}-onnx")
 
 
 def _rss_mb() -> float:
@@ -49,11 +52,16 @@ def _rss_mb() -> float:
 
 
 def load_cached(path: Path) -> np.ndarray:
+    """The MiniLM vectors of the embedding cache at ``path``: those of the first key of
+    ``CACHE_KEYS`` that has any (torch's, else a fast backend's), ordered by text hash."""
+    if not Path(path).is_file():
+        raise SystemExit(f"{path}: no embedding cache (run make demo first)")
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    rows = db.execute("SELECT v FROM emb WHERE key = ? ORDER BY h", (CACHE_KEY,)).fetchall()
-    if not rows:
-        raise SystemExit(f"{path}: no {CACHE_KEY} vectors (run make demo first)")
-    return np.stack([np.frombuffer(v, dtype=np.float32) for (v,) in rows])
+    for key in CACHE_KEYS:
+        rows = db.execute("SELECT v FROM emb WHERE key = ? ORDER BY h", (key,)).fetchall()
+        if rows:
+            return np.stack([np.frombuffer(v, dtype=np.float32) for (v,) in rows])
+    raise SystemExit(f"{path}: no vectors under {', '.join(CACHE_KEYS)} (run make demo first)")
 
 
 def make_data(cache: Path, n: int, n_queries: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, dict]:

@@ -151,7 +151,7 @@ class AnnIndex:
         if sig_mask is not None:
             ex = np.flatnonzero(sig_mask)
             ex = ex[index.sig_live_counts[ex] > 0]
-            excluded_sigs_by_ns = dict.fromkeys(np.asarray(index.sig_ns, dtype=np.int64)[ex].tolist(), 1)
+            excluded_sigs_by_ns = dict.fromkeys([index.sig_ns[c] for c in ex.tolist()], 1)  # O(excluded)
         named_by_ns: dict[int, list] = {}
         for p in named:
             if index.alive[p]:

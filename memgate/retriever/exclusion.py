@@ -197,7 +197,9 @@ class KleeneExclusion:
         excluded: list[Exclusion] = []
         if log_depth and verdicts.summary.dropped:
             # the unfiltered ranking of the support: the namespace filter only
-            top_all = np.asarray(self._search(ranking.query, readable, log_depth, None), dtype=np.int64)
+            top_all = ranking.unfiltered  # (served by the filtered search's store call)
+            if top_all is None:
+                top_all = np.asarray(self._search(ranking.query, readable, log_depth, None), dtype=np.int64)
             out = verdicts.excluded(idx, top_all) if len(top_all) else np.zeros(0, dtype=bool)
             for rank, (p, is_out) in enumerate(zip(top_all.tolist(), out.tolist()), start=1):
                 if is_out:

@@ -109,7 +109,8 @@ class QueryPath:
             codes = np.array([idx.ns_code[ns] for ns in readable if ns in idx.ns_code], dtype=np.int32)
             apart = apart[idx.alive[apart] & np.isin(idx.ns[apart], codes)]
             apart = apart[kept(apart)]
-        ranking = self._rank(q, readable, k + len(apart), any_kept, search_filter, kept)
+        ranking = self._rank(q, readable, k + len(apart), any_kept, search_filter, kept,
+                             audit_excluded=summary.dropped > 0)
         if ranking.gated and len(apart):
             ranking = self._set_apart_by_cosine(ranking, apart, k + len(apart))
         is_apart = np.isin(ranking.final, apart)

@@ -11,6 +11,7 @@ from typing import Optional
 import numpy as np
 
 from memgate.retriever.results import GateDrop
+from memgate.retriever.semantics import UNIT_KEEP
 from memgate.retriever.support import exact_cosines, top_by_score
 
 
@@ -23,6 +24,9 @@ class _Ranking:
     gated: bool
     depth: int
     query: np.ndarray  # the unit query vector
+    # the namespace-only (unfiltered) top ``log_depth`` as index positions, when the store
+    # served it with the filtered search (EmbeddedStore.search_slots); else the audit searches
+    unfiltered: Optional[np.ndarray] = None
 
 
 
@@ -41,6 +45,11 @@ class GatedRanking:
         the index."""
         idx = self._index
         by_signature = {"exclude_signatures": list(exclude_signatures)} if exclude_signatures else {}
+        if hasattr(self.store, "search_slots"):
+            (slots, _), _ = self.store.search_slots(q, sorted(readable), n, exclude_ids=exclude_ids,
+                                                    exclude_states=exclude_states,
+                                                    exact=self.config.exact_search, **by_signature)
+            return self._hit_positions(slots, readable, kept)
         hits = self.store.search(q, sorted(readable), n, exclude_ids=exclude_ids,
                                  exclude_states=exclude_states, exact=self.config.exact_search,
                                  with_namespace=True, **by_signature)
@@ -56,28 +65,66 @@ class GatedRanking:
             out = [p for p, good in zip(out, ok.tolist()) if good]
         return out
 
+    def _hit_positions(self, slots: np.ndarray, readable: frozenset,
+                       kept: Optional[Callable[[np.ndarray], np.ndarray]]) -> np.ndarray:
+        """Index positions of a store's hits given as vector slots, in order; a slot this index
+        does not hold live (written by another process since the refresh) or a position that is
+        not ``kept`` is left out, as in :meth:`_search`."""
+        return self._kept_hits(slots, readable, kept)[0]
+
+    def _kept_hits(self, slots: np.ndarray, readable: frozenset,
+                   kept: Optional[Callable[[np.ndarray], np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`_hit_positions` and, per slot, whether its hit was kept."""
+        idx = self._index
+        pos = idx.positions_of_slots(slots)
+        ok = pos >= 0
+        codes = np.asarray([idx.ns_code[ns] for ns in readable if ns in idx.ns_code], dtype=np.int32)
+        if ok.any() and not np.isin(idx.ns[pos[ok]], codes).all():  # defence in depth
+            raise AssertionError("store search returned a record outside the readable namespaces")
+        if kept is not None and ok.any():
+            ok[ok] = kept(pos[ok])
+        return pos[ok], ok
+
     def _rank(self, q: np.ndarray, readable: frozenset, k: int, any_kept: bool, search_filter: tuple,
-              kept: Callable[[np.ndarray], np.ndarray]) -> "_Ranking":
+              kept: Callable[[np.ndarray], np.ndarray], audit_excluded: bool = False) -> "_Ranking":
         """The store's top ``max(k, rerank_depth)`` of the kept support (Kleene exclusion as a
         search filter, ``search_filter`` = (states, ids, signature digests), before truncation),
         exact cosines, then gate re-scoring (and calibrated drops) of the cosine's top
-        ``rerank_depth``."""
+        ``rerank_depth``. With ``audit_excluded`` (the query excludes something), the audit's
+        unfiltered top ``log_excluded_depth`` (:meth:`_exclusions`) is asked of the same store
+        call when the store serves both at once (``ranking.unfiltered``)."""
         idx = self._index
-        matrix = self.store.vector_matrix()
+        matrix = np.asarray(self.store.vector_matrix())  # (a plain view: no memmap per gather)
 
         def exact_cos(pos: np.ndarray) -> np.ndarray:
             return exact_cosines(matrix, idx.slot[pos], q)
 
         gated = self.gate is not None and self.config.use_gate
         depth = max(k, self.config.rerank_depth) if gated else k
+        log_depth = self.config.log_excluded_depth
+        log_depth = (depth if log_depth is None else log_depth) if audit_excluded else 0
         head = np.zeros(0, dtype=np.int64)
+        head_cos = unfiltered = None
         if any_kept:
             states, ids, signatures = search_filter
-            head = np.asarray(self._search(q, readable, depth, kept, states, ids, signatures),
-                              dtype=np.int64)
-        head, head_cos = self._top(head, exact_cos(head), depth)
+            if hasattr(self.store, "search_slots"):
+                by_signature = {"exclude_signatures": list(signatures)} if signatures else {}
+                (slots, cos), plain = self.store.search_slots(
+                    q, sorted(readable), depth, exclude_ids=ids, exclude_states=states,
+                    exact=self.config.exact_search, unfiltered_k=log_depth, **by_signature)
+                head, ok = self._kept_hits(slots, readable, kept)
+                if abs(float(np.linalg.norm(q)) - 1.0) <= UNIT_KEEP:
+                    # the store ranked by these very bits of q (a unit vector is kept as given):
+                    # its cosines are exact_cos(head), row for row
+                    head_cos = np.asarray(cos, dtype=np.float64)[ok]
+                if plain is not None:
+                    unfiltered = self._hit_positions(plain[0], readable, None)
+            else:
+                head = np.asarray(self._search(q, readable, depth, kept, states, ids, signatures),
+                                  dtype=np.int64)
+        head, head_cos = self._top(head, exact_cos(head) if head_cos is None else head_cos, depth)
         ranking = _Ranking(head[:k], dict(zip(head.tolist(), head_cos.tolist())), {}, [], gated,
-                           depth, q)
+                           depth, q, unfiltered)
         if not gated or not len(head):
             return ranking
         d = self.config.rerank_depth

@@ -11,6 +11,8 @@ Query path (docs/design.md section 2)::
                         Kleene exclusions are the search's filter, applied before truncation
                         (a payload filter inside Qdrant's vector search; the same filter over
                         the embedded store's index); the retriever never filters after it
+                        (an EmbeddedStore answers ``search_slots``: hits as vector slots, and
+                        the audit's unfiltered ranking from the same call)
     ranking             exact cosine; with a gate, the gate re-scores the cosine's top
                         rerank_depth (ties by memory id), dropping items whose suppression
                         cos - S reaches the checkpoint's calibrated threshold, if it has one

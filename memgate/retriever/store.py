@@ -90,6 +90,19 @@ from memgate.retriever.vector_file import VectorFile
 log = logging.getLogger("memgate")
 
 
+class _Scan:
+    """One query's pass over the whole vector file, computed at most once per search call (a
+    filtered search and its unfiltered twin scan the same rows)."""
+
+    def __init__(self, matrix: np.ndarray, q: np.ndarray) -> None:
+        self.matrix, self.q, self._cos = matrix, q, None
+
+    def all_rows(self) -> np.ndarray:
+        if self._cos is None:
+            self._cos = matvec(self.matrix, self.q)
+        return self._cos
+
+
 class EmbeddedStore(EmbeddedSuppression, VectorFile, RecordSemantics, StoreIntegrity):
     """SQLite records + a memory-mapped float32 vector file, in one directory.
 
@@ -423,35 +436,75 @@ class EmbeddedStore(EmbeddedSuppression, VectorFile, RecordSemantics, StoreInteg
         q = self._check_vector(query).astype(np.float32)
         with self._lock:
             index = self._refresh_search_index()
-            matrix = self.vector_matrix()
-            try:
-                sig_mask = index.signature_mask(exclude_signatures) if exclude_signatures else None
-                if not exact and self._ann is not None:
-                    top, scores = self._ann_search(q, ns, {"forgotten", *exclude_states}, exclude_ids, k,
-                                                   index, matrix, sig_mask)
-                else:
-                    support = index.support(ns, {"forgotten", *exclude_states}, exclude_ids)
-                    if sig_mask is not None:
-                        support = support[~sig_mask[index.sig[support]]]
-                    top, scores = self._exact_search(q, support, k, index, matrix)
-            except IndexError:  # a slot beyond the file: it was cut short while open
-                raise self._damaged(self._vector_file_problem() or "a record's slot lies beyond the "
-                                    "vector file") from None
-            readable_codes = {index.ns_code[n] for n in ns if n in index.ns_code}
-            if not set(index.ns[top].tolist()) <= readable_codes:  # defence in depth
-                raise AssertionError(f"search returned a record outside {ns}")
-            self._check_returned(top, index, matrix)  # (a damaged row is refused, not returned)
+            (top, scores), _ = self._searched(q, ns, k, exclude_ids, exclude_states, exclude_signatures,
+                                              exact, 0, index)
             if with_namespace:
                 return [(index.ids[p], float(c), index.namespaces[p])
                         for p, c in zip(top.tolist(), scores.tolist())]
             return [(index.ids[p], float(c)) for p, c in zip(top.tolist(), scores.tolist())]
 
+    def search_slots(self, query: Any, namespaces: Iterable[str], k: int = 10, *,
+                     exclude_ids: Iterable[Any] = (), exclude_states: Iterable[str] = (),
+                     exclude_signatures: Iterable[str] = (), exact: bool = True,
+                     unfiltered_k: int = 0) -> tuple[tuple, Optional[tuple]]:
+        """:meth:`search` with its hits as arrays: ``((slots, cosines), unfiltered)``, best
+        first, each hit named by its vector slot (never reused) instead of an id (the
+        retriever maps slots to its own index in one gather, :class:`GatedRetriever`). With
+        ``unfiltered_k``, ``unfiltered`` is the same search's top ``unfiltered_k`` with the
+        namespace filter only (what :meth:`search` without exclusions returns), from the same
+        pass: an exactly scanned namespace is scored once for both; else None."""
+        ns = readable_namespace_list(namespaces)
+        check_k(k)
+        if unfiltered_k:
+            check_k(unfiltered_k)
+        q = self._check_vector(query).astype(np.float32)
+        with self._lock:
+            index = self._refresh_search_index()
+            hits, plain = self._searched(q, ns, k, exclude_ids, exclude_states, exclude_signatures,
+                                         exact, unfiltered_k, index)
+            as_slots = (lambda found: (index.slot[found[0]], found[1]))
+            return as_slots(hits), (as_slots(plain) if plain is not None else None)
+
+    def _searched(self, q: np.ndarray, ns: list[str], k: int, exclude_ids: Iterable[Any],
+                  exclude_states: Iterable[str], exclude_signatures: Iterable[str], exact: bool,
+                  unfiltered_k: int, index: SupportIndex) -> tuple[tuple, Optional[tuple]]:
+        """The filtered top ``k`` (index positions, exact cosines) and, with ``unfiltered_k``,
+        the namespace-only top ``unfiltered_k``; every returned row checked against its CRC."""
+        matrix = self.vector_matrix()
+        scan = _Scan(matrix, q)
+        plain = None
+        try:
+            sig_mask = index.signature_mask(exclude_signatures) if exclude_signatures else None
+            if not exact and self._ann is not None:
+                found = self._ann_search(q, ns, {"forgotten", *exclude_states}, exclude_ids, k,
+                                         index, matrix, sig_mask, scan)
+                if unfiltered_k:
+                    plain = self._ann_search(q, ns, {"forgotten"}, (), unfiltered_k, index, matrix, None, scan)
+            else:
+                support = index.support(ns, {"forgotten", *exclude_states}, exclude_ids)
+                if sig_mask is not None:
+                    support = support[~sig_mask[index.sig[support]]]
+                found = self._exact_search(q, support, k, index, matrix, scan)
+                if unfiltered_k:
+                    plain = self._exact_search(q, index.support(ns, {"forgotten"}), unfiltered_k, index,
+                                               matrix, scan)
+        except IndexError:  # a slot beyond the file: it was cut short while open
+            raise self._damaged(self._vector_file_problem() or "a record's slot lies beyond the "
+                                "vector file") from None
+        returned = found[0] if plain is None else np.union1d(found[0], plain[0])  # (mostly the same rows)
+        readable_codes = np.asarray([index.ns_code[n] for n in ns if n in index.ns_code], dtype=np.int32)
+        if not np.isin(index.ns[returned], readable_codes).all():  # defence in depth
+            raise AssertionError(f"search returned a record outside {ns}")
+        self._check_returned(returned, index, matrix)  # (a damaged row is refused, not returned)
+        return found, plain
+
     def _exact_search(self, q: np.ndarray, support: np.ndarray, k: int, index: SupportIndex,
-                      matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                      matrix: np.ndarray, scan: Optional["_Scan"] = None) -> tuple[np.ndarray, np.ndarray]:
         """The exact top ``k`` of ``support``: index positions and cosines."""
         slots = index.slot[support]
         if len(support) > 0.25 * matrix.shape[0]:
-            cos = matvec(matrix, q)[slots]  # one pass over the file beats a gather
+            # one pass over the file beats a gather (and serves every search of this call)
+            cos = (scan or _Scan(matrix, q)).all_rows()[slots]
         else:
             cos = matvec(matrix[slots], q)
         return top_by_score(index.keys, support, cos.astype(np.float64), k,
@@ -459,7 +512,7 @@ class EmbeddedStore(EmbeddedSuppression, VectorFile, RecordSemantics, StoreInteg
 
     def _ann_search(self, q: np.ndarray, ns: list[str], exclude_states: set, exclude_ids: Iterable[Any],
                     k: int, index: SupportIndex, matrix: np.ndarray,
-                    sig_mask: Optional[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+                    sig_mask: Optional[np.ndarray], scan: Optional["_Scan"] = None) -> tuple[np.ndarray, np.ndarray]:
         """search(exact=False): per namespace, the graph's filtered top k or every allowed record
         (:meth:`memgate.retriever.ann.AnnIndex.search`); the exactly searched records ranked in
         one float32 pass (rechecked row by row near the k-th), then exact cosines and the one
@@ -471,7 +524,7 @@ class EmbeddedStore(EmbeddedSuppression, VectorFile, RecordSemantics, StoreInteg
         if pools:
             pool = np.concatenate(pools)
             if len(pool) > k:
-                pool, _ = self._exact_search(q, pool, k, index, matrix)
+                pool, _ = self._exact_search(q, pool, k, index, matrix, scan)
             graphs.append(pool)
         pos = np.unique(np.concatenate(graphs)) if graphs else np.zeros(0, dtype=np.int64)
         # defence in depth: the graph's filter, checked again on the candidates only

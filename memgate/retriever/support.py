@@ -71,6 +71,10 @@ def top_by_score(ids: Sequence[str], positions: np.ndarray, scores: np.ndarray, 
         positions, scores = positions[sel], scores[sel]
     if exact is not None:
         scores = exact(positions)
+    order = np.argsort(-scores, kind="stable")
+    ranked = scores[order]
+    if not (ranked[1:] == ranked[:-1]).any() and not np.isnan(ranked).any():
+        return positions[order][:n], ranked[:n]  # no tie to break: no id is read
     names = [ids[p] for p in positions.tolist()]  # ids or (memory_id, namespace) keys
     id_rank = np.empty(len(names), dtype=np.int64)
     id_rank[sorted(range(len(names)), key=names.__getitem__)] = np.arange(len(names))
@@ -105,6 +109,9 @@ class SupportIndex:
         self.state = np.zeros(0, dtype=np.int32)
         self.sig = np.zeros(0, dtype=np.int32)
         self.alive = np.zeros(0, dtype=bool)
+        # vector slot -> the live position holding it (-1: none), so that a store's hits given as
+        # slots map back in one gather (slots are never reused: a vector file only grows)
+        self.slot_pos = np.zeros(0, dtype=np.int64)
         self.ns_code: dict[str, int] = {}
         self.state_code: dict[str, int] = {}
         self.sig_code: dict[tuple, int] = {}
@@ -138,6 +145,21 @@ class SupportIndex:
             new[: len(old)] = old
             setattr(self, name, new)
 
+    def _grow_slots(self, n: int) -> None:
+        if n > len(self.slot_pos):
+            grown = np.full(max(n, 2 * len(self.slot_pos), 1024), -1, dtype=np.int64)
+            grown[: len(self.slot_pos)] = self.slot_pos
+            self.slot_pos = grown
+
+    def positions_of_slots(self, slots: np.ndarray) -> np.ndarray:
+        """The live position holding each vector slot, -1 where none does (a slot written
+        after this index's last refresh)."""
+        slots = np.asarray(slots, dtype=np.int64)
+        out = np.full(len(slots), -1, dtype=np.int64)
+        known = (slots >= 0) & (slots < len(self.slot_pos))
+        out[known] = self.slot_pos[slots[known]]
+        return out
+
     def apply(self, entries: list[IndexEntry]) -> tuple[list[int], list[int]]:
         """Apply changed entries; return (slots that became live, slots that died)."""
         born, died = [], []
@@ -164,8 +186,12 @@ class SupportIndex:
             new_slot = e.slot if e.alive else None
             if old_slot is not None and old_slot != new_slot:
                 died.append(old_slot)
+                self.slot_pos[old_slot] = -1
             if new_slot is not None and new_slot != old_slot:
                 born.append(new_slot)
+            if new_slot is not None:
+                self._grow_slots(new_slot + 1)
+                self.slot_pos[new_slot] = p
             self.alive[p] = e.alive
             self.slot[p] = -1 if e.slot is None else e.slot
             self.ns[p] = self.ns_code.setdefault(e.namespace, len(self.ns_code))

@@ -157,11 +157,10 @@ class VectorFile:
         if int(slots.max()) >= matrix.shape[0]:
             matrix = self.vector_matrix()
         step = self.dim * 4
-        for i, slot in enumerate(slots.tolist()):  # (only a bad row pays for its name)
-            if slot >= matrix.shape[0]:
-                p = int(positions[i])
-                self._checked_row(matrix, slot, 0, f"{index.namespaces[p]}/{index.ids[p]}")
-        rows = memoryview(np.ascontiguousarray(matrix[slots]).tobytes())
+        for i in np.flatnonzero(slots >= matrix.shape[0]).tolist():  # (only a bad row pays for its name)
+            p = int(positions[i])
+            self._checked_row(matrix, int(slots[i]), 0, f"{index.namespaces[p]}/{index.ids[p]}")
+        rows = memoryview(np.ascontiguousarray(matrix[slots])).cast("B")
         want = self._slot_crc[slots].tolist()
         crc32 = zlib.crc32
         for i in range(len(want)):

@@ -293,12 +293,14 @@ def test_search_filters_before_truncation(tmp_path, kind):
     r = GatedRetriever(store, FakeEncoder(), config=RetrieverConfig(acl=ACL))
     calls = []
     search = store.search
+    asked = "search_slots" if hasattr(store, "search_slots") else "search"  # (the embedded store's array search)
+    called = getattr(store, asked)
 
     def spy(*args, **kwargs):
         calls.append((args, kwargs))
-        return search(*args, **kwargs)
+        return called(*args, **kwargs)
 
-    store.search = spy
+    setattr(store, asked, spy)
     r.encoder.encode = lambda texts, progress=False: q[None].astype(np.float32)
     res = r.retrieve("anything", QueryContext(query_id="x", text="", principal="alice",
                                               intent="current_state"), k=5)
@@ -333,12 +335,17 @@ def test_no_public_store_call_bypasses_the_namespace_filter(tmp_path, kind):
                        {"exact": False}, {"exclude_ids": [f"a{i}" for i in range(8)]}):
             hits = store.search(secret, namespaces, 50, **kwargs)
             assert all(h[0].startswith("a") for h in hits), (namespaces, kwargs)
+            if kind == "embedded":  # the array search is the same search: the same hits' cosines
+                (slots, cos), plain = store.search_slots(secret, namespaces, 50, unfiltered_k=50, **kwargs)
+                assert cos.tolist() == [h[1] for h in hits] and len(slots) == len(hits)
+                assert plain[1].tolist() == [h[1] for h in store.search(secret, namespaces, 50,
+                                                                        exact=kwargs.get("exact", True))]
     assert store.search(secret, ["nobody"], 5) == []
     assert store.scan_markers(["alice"]) == [] and store.scan_markers([]) == []
     # The store's namespace-filtered calls are reviewed above; the rest read or write by id for
     # the trusted layer (GatedRetriever checks the ACL before each). A new public method must be
     # classified here.
-    filtered = {"search", "scan_markers", "scan_suppressed"}
+    filtered = {"search", "scan_markers", "scan_suppressed"} | ({"search_slots"} if kind == "embedded" else set())
     by_id_or_admin = {
         "add", "add_many", "get", "get_many", "update", "correct", "retire", "mark_reviewed",
         "forget", "version", "changes_since", "vector_matrix", "vectors_for", "check_encoder",
