@@ -22,7 +22,10 @@ With a gate (``--gate``) also ``vs_cos`` per part and variant (issue 32,
 ``memgate.eval.transfer.transfer_analysis`` with the memory, or the user, as query and episode):
 AUC(1 - S) beside AUC(1 - cos) and their paired difference (does the gated score separate traps
 from controls better than the cosine?), the suppression AUC of ``cos - S`` (direction) and the
-activity, mean ``|cos - S|`` on traps and on controls (``gate_figures`` condenses them).
+activity, mean ``|cos - S|`` on traps and on controls (``gate_figures`` condenses them), and
+``by_family`` per part: the gate's suppression AUC on each topic family's pairs (natural variant),
+the held-out family marked: a report part holds the source's held-out family, which no train or
+select pair has, so this is where a gate that passed the select guards can still invert.
 
 Suppression functions: ``cosine_suppression(encoder)`` is the baseline ``1 - cos``;
 ``gate_suppression(gate, encoder)`` is ``S_ref - S`` of a trained gate (as in the GateMem
@@ -175,6 +178,25 @@ def audit_source(name: str, suppressions: dict, parts=("select", "report"), root
             if "one_minus_cos" in scores and "gate" in scores:
                 analysis = vs_cos(rows[part], scores["one_minus_cos"], scores["gate"], n_boot=n_boot, seed=seed)
                 out.setdefault("vs_cos", {}).setdefault(part, {})[variant] = gate_figures(analysis)
+                if variant == "natural":
+                    out.setdefault("by_family", {})[part] = family_aucs(rows[part], scores["gate"])
+    return out
+
+
+def family_aucs(rows: dict, suppression: np.ndarray) -> dict:
+    """family -> {"n", "suppression_auc" (None when the family lacks a trap or a control),
+    "heldout"} of one part's pairs (``rows["families"]``, ``rows["labels"]``)."""
+    from memgate.eval.metrics import rank_auc
+
+    families = np.asarray(rows["families"], dtype=object)
+    labels = np.asarray(rows["labels"], dtype=bool)
+    heldout = rows["info"].get("heldout_family")
+    out = {}
+    for family in sorted(set(families.tolist())):
+        at = families == family
+        both = bool(labels[at].any() and (~labels[at]).any())
+        out[family] = {"n": int(at.sum()), "heldout": family == heldout,
+                       "suppression_auc": float(rank_auc(suppression[at], labels[at])) if both else None}
     return out
 
 
@@ -224,6 +246,15 @@ def markdown(result: dict) -> str:
                                  f"{g['auc_one_minus_cos']['value']:.4f} | {_ci(g['gated_minus_cos'], 4)} | "
                                  f"{_ci(g['suppression_auc'])} | {g['activity_traps']['value']:.4f} / "
                                  f"{g['activity_controls']['value']:.4f} |")
+    if any("by_family" in a for a in result.values()):
+        lines += ["", "| source | part | the gate's suppression AUC by topic family (pairs; * = held-out family) |",
+                  "|---" * 3 + "|"]
+        for name, audit in result.items():
+            for part, families in audit.get("by_family", {}).items():
+                cells = ", ".join(f"{f}{'*' if e['heldout'] else ''} "
+                                  f"{'—' if e['suppression_auc'] is None else format(e['suppression_auc'], '.3f')}"
+                                  f" ({e['n']:,})" for f, e in families.items())
+                lines.append(f"| `{name}` | {part} | {cells} |")
     return "\n".join(lines) + "\n"
 
 

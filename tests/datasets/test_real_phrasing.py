@@ -275,6 +275,24 @@ def test_red_flag_reads_the_suppression_direction(encoder):
         red_flag(rows, lambda q, m: np.full(len(q), np.nan))
 
 
+
+def test_family_aucs_mark_the_held_out_family_only_in_the_report_part():
+    """The report part holds the held-out family (no select pair has it): the by-family audit
+    shows each family's suppression AUC there, where a select-guarded gate can still invert."""
+    from data_gen.phrasing_audit import family_aucs
+
+    select = P.eval_rows("phrasing_tool_drift", "select", root=ROOT, k=1)
+    report = P.eval_rows("phrasing_tool_drift", "report", purpose="evaluation", root=ROOT, k=1)
+    heldout = report["info"]["heldout_family"]
+    assert heldout in report["families"] and heldout not in select["families"]
+    y = np.asarray(report["labels"], dtype=float)
+    fam = np.asarray(report["families"], dtype=object)
+    reads_all_but_heldout = np.where(fam == heldout, -y, y)  # inverted on one family
+    by = family_aucs(report, reads_all_but_heldout)
+    assert by[heldout]["heldout"] and by[heldout]["suppression_auc"] == 0.0
+    assert all(e["suppression_auc"] in (1.0, None) for f, e in by.items() if f != heldout)
+    assert sum(e["n"] for e in by.values()) == len(y)
+
 def test_matched_variant_pairs_traps_at_the_controls_similarity(encoder):
     embed = lambda texts: encoder.encode(list(texts), progress=False)  # noqa: E731
     plain = P.eval_rows("phrasing_tool_drift", "select", root=ROOT, k=1)
