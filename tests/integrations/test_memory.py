@@ -211,7 +211,7 @@ def test_explicit_gate_is_used(tmp_path):
 def test_preset_table_in_docs_matches_the_policy():
     from memgate.integrations.preset_table import preset_table
 
-    doc = (ROOT / "docs" / "integrations.md").read_text(encoding="utf-8")
+    doc = (ROOT / "docs" / "integrations" / "memory.md").read_text(encoding="utf-8")
     assert preset_table() in doc
 
 
