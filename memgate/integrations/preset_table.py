@@ -1,4 +1,4 @@
-"""The table in docs/integrations.md: each allowed-action preset's action per epistemic state for
+"""The table in docs/integrations/memory.md: each allowed-action preset's action per epistemic state for
 an everyday memory (current, no risk level, no source type; the last column: no status and the
 provenance ``user_stated`` that ``memgate.Memory.add`` records), computed by
 :func:`memgate.actions.decide_action`."""

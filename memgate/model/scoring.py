@@ -10,7 +10,7 @@ OpenMP region), not in arithmetic: this scorer computes the same function (check
 embeddings) faster: one matrix product per layer, no autograd context (weights and inputs are
 detached), no module-call hooks, no copies of inputs already in the gate's dtype. For the
 released 2x256 gate and 100 real candidates: 1.08-1.37 ms per query, 0.64-0.68 ms per query with 8
-queries per call at 2 threads (``benchmarks/bench_gate.py``, docs/integrations.md section 7).
+queries per call at 2 threads (``benchmarks/bench_gate.py``, docs/integrations/scale.md).
 
 ``OnnxGateScorer`` runs the same function as one float32 ONNX Runtime graph (``gate_graph``: one
 node per operation of ``FusedGateScorer._score``, the weights as constants; kept per gate by

@@ -167,7 +167,7 @@ def test_serve_cli_opens_a_postgres_store_and_says_what_store_means(tmp_path, ca
 
 
 def test_store_verbs_on_postgres_with_an_audit_folder(tmp_path, capsys):
-    """docs/integrations.md section 6: import into PostgreSQL with --store AUDIT_DIR, then search
+    """docs/integrations/postgres.md: import into PostgreSQL with --store AUDIT_DIR, then search
     and verify with the same --store (the existence check looked for an embedded store's lock
     file there and refused every verb after the import)."""
     from tests import pg_test_server
