@@ -1,5 +1,7 @@
 """The front door stays a front door: README.md is short, shows the two commands, and every relative
-link in README.md and docs/*.md resolves (to a file, and to a heading where it names one)."""
+link and image in README.md, CHANGELOG.md and docs/**/*.md resolves (to a file, and to a heading
+where it names one). The docs are reference, not log: no page over 400 lines but the contract
+(docs/design.md), CHANGELOG.md short dated bullets (at most 300 lines), history in docs/history/."""
 
 from __future__ import annotations
 
@@ -9,8 +11,16 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").glob("*.md"))]
-LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
+
+def pages(root: Path) -> list[Path]:
+    """README.md, CHANGELOG.md and every Markdown page under docs/, at any depth."""
+    return [root / "README.md", root / "CHANGELOG.md", *sorted((root / "docs").rglob("*.md"))]
+
+
+PAGES = pages(ROOT)
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")  # links and images (the image's target is a file too)
+MAX_PAGE_LINES = 400  # a reference page a reader can hold; the contract is the exception
+MAX_CHANGELOG_LINES = 300
 
 
 def anchors(page: Path) -> set[str]:
@@ -47,13 +57,32 @@ def test_the_check_catches_a_broken_link(tmp_path):
     page = tmp_path / "x.md"
     (tmp_path / "there.md").write_text("# A heading\n")
     page.write_text("[a](there.md) [b](there.md#a-heading) [c](gone.md) [d](there.md#nope) "
-                    "[e](https://example.org/gone)\n```\n[f](inside-code.md)\n```\n")
+                    "[e](https://example.org/gone) ![g](gone.png)\n```\n[f](inside-code.md)\n```\n")
     global ROOT
     saved, ROOT = ROOT, tmp_path
     try:
-        assert broken_links(page) == ["x.md: gone.md (no such file)", "x.md: there.md#nope (no such heading)"]
+        assert broken_links(page) == ["x.md: gone.md (no such file)", "x.md: there.md#nope (no such heading)",
+                                      "x.md: gone.png (no such file)"]
     finally:
         ROOT = saved
+
+
+def test_the_pages_include_the_nested_docs(tmp_path):
+    (tmp_path / "docs" / "a" / "b").mkdir(parents=True)
+    for name in ("README.md", "CHANGELOG.md", "docs/top.md", "docs/a/b/deep.md"):
+        (tmp_path / name).write_text("# x\n")
+    assert [p.relative_to(tmp_path).as_posix() for p in pages(tmp_path)] == [
+        "README.md", "CHANGELOG.md", "docs/a/b/deep.md", "docs/top.md"]
+    assert (ROOT / "docs" / "integrations" / "memory.md") in PAGES
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_page_is_a_log(page):
+    lines = len(page.read_text(encoding="utf-8").splitlines())
+    if page == ROOT / "docs" / "design.md":
+        return  # the contract keeps its numbered sections whole
+    limit = MAX_CHANGELOG_LINES if page.name == "CHANGELOG.md" else MAX_PAGE_LINES
+    assert lines <= limit, f"{page.relative_to(ROOT)} has {lines} lines (at most {limit}): move history to docs/history/"
 
 
 def test_the_readme_is_a_front_door():
