@@ -1,6 +1,9 @@
 """The training curve, ``training_curve.png``: loss terms per step, dev preference accuracy, the
 selection figure (the text-risk macro with its CI) and every selection guard against its threshold
 per validation point (filled = passed, hollow = failed), the exported step marked on every panel.
+A panel with nothing to show (no text-risk figure, no guard: ``--guards none``) is left out and
+the title says why; loss terms that coincide (``loss`` is ``loss_dpo`` when DPO is the only term)
+stay apart by line style, width and marker.
 
 Inputs are the ``TrainingMonitor`` rows and ``BestGateSelection.history`` (what the model card's
 selection table shows), so the plot never reads anything the run did not record.
@@ -12,6 +15,11 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 LOSS_TERMS = ("loss", "loss_dpo", "loss_listwise", "loss_margin", "loss_preservation", "loss_list_kl")
+# term -> line style, marker, width: the total is a wide pale band under the terms, so a term equal
+# to it shows as a marked line inside the band
+LOSS_STYLES = {"loss": ("-", "", 4.0), "loss_dpo": ("--", "o", 1.2), "loss_listwise": (":", "s", 1.2),
+               "loss_margin": ("-.", "^", 1.2), "loss_preservation": ((0, (5, 1, 1, 1)), "v", 1.2),
+               "loss_list_kl": ((0, (1, 1)), "D", 1.2)}
 
 
 GUARD_LABELS = {"locomo": "LoCoMo recall: max drop - drop",
@@ -51,17 +59,30 @@ def plot_training_curve(path: Path, rows: list[dict], history: list[dict], title
 
     selected = [e["step"] for e in history if e.get("selected")]
     best = selected[-1] if selected else None
-    fig, axes = plt.subplots(1, 4, figsize=(21, 4.6))
+    macro = [(e["step"], e["text_risk_macro"]) for e in history if e.get("text_risk_macro")]
+    slacks = [(e["step"], guard_slacks(e)) for e in history]
+    names = [n for n in GUARD_LABELS if any(n in g for _, g in slacks)]
+    names += sorted({n for _, g in slacks for n in g} - set(names))
+    left_out = ([] if macro else ["selection on dev accuracy (no text-risk figure)"]) + \
+        ([] if names else [f"no real-data guards: {guards or 'none'}"])
+    n_panels = 2 + bool(macro) + bool(names)
+    fig, axes = plt.subplots(1, n_panels, figsize=(5.25 * n_panels, 4.6), squeeze=False)
+    axes = list(axes[0])
     ax = axes[0]
     terms = [t for t in LOSS_TERMS if any(t in r for r in rows)]
-    for term in terms:
+    for i, term in enumerate(terms):
         pts = [(r["step"], r[term]) for r in rows if term in r]
-        ax.plot(*zip(*pts), lw=1.2, label=term, ls="-" if term == "loss" else "--")
+        ls, marker, lw = LOSS_STYLES.get(term, ("--", "x", 1.2))
+        ax.plot(*zip(*pts), ls=ls, marker=marker or None, lw=lw, ms=4, label=term, color=f"C{i}",
+                alpha=0.35 if term == "loss" else 1.0, markevery=max(1, len(pts) // 12),
+                zorder=1 if term == "loss" else 2)
     if not terms:
         ax.text(0.5, 0.5, "no training steps recorded", ha="center", transform=ax.transAxes)
     ax.set_title("training loss terms (per step)")
     ax.set_xlabel("optimiser step")
-    ax.set_yscale("symlog", linthresh=1e-3)
+    sizes = [abs(r[t]) for r in rows for t in terms if t in r and r[t]]
+    if sizes and max(sizes) > 10 * max(min(sizes), 1e-3):  # terms a decade apart: a log axis shows both
+        ax.set_yscale("symlog", linthresh=1e-3)
 
     ax = axes[1]
     steps = [e["step"] for e in history]
@@ -71,9 +92,10 @@ def plot_training_curve(path: Path, rows: list[dict], history: list[dict], title
     ax.set_title("dev preference accuracy (per validation)")
     ax.set_xlabel("optimiser step")
 
-    ax = axes[2]
-    macro = [(e["step"], e["text_risk_macro"]) for e in history if e.get("text_risk_macro")]
+    panel = 2
     if macro:
+        ax = axes[panel]
+        panel += 1
         xs = [s for s, _ in macro]
         ys = [m["value"] for _, m in macro]
         lo = [m["value"] - (m["ci"][0] if m["ci"][0] is not None else m["value"]) for _, m in macro]
@@ -81,16 +103,11 @@ def plot_training_curve(path: Path, rows: list[dict], history: list[dict], title
         ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", ms=4, capsize=3, color="C2",
                     label="text-risk macro AUC(1-S) - AUC(1-cos) [95% CI]")
         ax.axhline(0, color="grey", lw=0.8)
-    else:
-        ax.text(0.5, 0.5, "selection on dev accuracy\n(no text-risk panel)", ha="center", va="center",
-                transform=ax.transAxes)
-    ax.set_title("selection figure (natural sources, select)")
-    ax.set_xlabel("optimiser step")
+        ax.set_title("selection figure (natural sources, select)")
+        ax.set_xlabel("optimiser step")
 
-    ax = axes[3]
-    slacks = [(e["step"], guard_slacks(e)) for e in history]
-    names = [n for n in GUARD_LABELS if any(n in g for _, g in slacks)]
-    names += sorted({n for _, g in slacks for n in g} - set(names))
+    if names:
+        ax = axes[panel]
     for i, name in enumerate(names):
         pts = [(s, *g[name]) for s, g in slacks if name in g]
         color = ("tab:red", "tab:blue", "tab:purple", "tab:green", "tab:orange", "tab:brown")[i % 6]
@@ -110,12 +127,8 @@ def plot_training_curve(path: Path, rows: list[dict], history: list[dict], title
         ax.add_line(Line2D([], [], marker="o", ls="none", mfc="none", color="grey", label="point failed it"))
         ax.set_ylabel("slack to threshold")
         ax.set_yscale("symlog", linthresh=1e-2)
-    else:
-        ax.text(0.5, 0.5, f"no real-data guards\n({guards or 'none'})", ha="center", va="center",
-                transform=ax.transAxes)
-        ax.set_yticks([])
-    ax.set_title("selection guards against their thresholds")
-    ax.set_xlabel("optimiser step")
+        ax.set_title("selection guards against their thresholds")
+        ax.set_xlabel("optimiser step")
 
     for a in axes[2:]:  # the same steps as the dev panel, guards or not
         a.set_xlim(axes[1].get_xlim())
@@ -137,10 +150,14 @@ def plot_training_curve(path: Path, rows: list[dict], history: list[dict], title
                frameon=False)
     fig.suptitle(title or "training curve")
     top = 0.95
+    lines = []
+    if left_out:  # why a panel is missing, in grey under the title
+        lines.append(("not drawn: " + "; ".join(left_out), "grey"))
     if warnings:  # the run's warnings, first words each, in red under the title
-        text = "; ".join("WARNING: " + w.split(":")[0] for w in warnings)
-        fig.text(0.5, 0.905, text, ha="center", color="C3", fontsize=9)
-        top = 0.89
+        lines.append(("; ".join("WARNING: " + w.split(":")[0] for w in warnings), "C3"))
+    for text, color in lines:
+        top -= 0.055
+        fig.text(0.5, top + 0.01, text, ha="center", color=color, fontsize=9)
     fig.tight_layout(rect=(0, 0.16, 1, top), w_pad=3.0)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
