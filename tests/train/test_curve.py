@@ -6,7 +6,6 @@ import matplotlib.figure
 import pytest
 
 from memgate.train.curve import plot_training_curve
-
 from tests.train.test_selection_card import _entry
 
 
