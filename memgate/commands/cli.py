@@ -16,6 +16,7 @@ import importlib
 import inspect
 import os
 import sys
+from pathlib import Path
 from typing import Optional, Sequence
 
 import memgate
@@ -53,6 +54,15 @@ EXTRA_OF = {
     "pdoc": "dev", "onnxruntime": "fast", "openvino": "fast",
 }
 CHECKOUT_ONLY = {"data_gen", "benchmarks"}  # top-level folders of the repository, not in the wheel
+
+
+def checkout_root() -> Optional[Path]:
+    """The source checkout memgate is installed from (``make install`` is editable), else None.
+
+    Its ``data_gen/`` and ``benchmarks/`` are importable from there: ``python -m memgate`` run in
+    the checkout finds them through the working directory, the ``memgate`` script through this."""
+    root = Path(memgate.__file__).resolve().parents[1]
+    return root if all((root / top).is_dir() for top in CHECKOUT_ONLY) else None
 
 USAGE = "memgate [--version] [--debug] <verb> [options]   (memgate <verb> --help for a verb's options)"
 
@@ -114,6 +124,9 @@ def run_verb(verb: str, argv: Sequence[str], debug: bool = False) -> int:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    root = checkout_root()
+    if root is not None and str(root) not in sys.path:
+        sys.path.append(str(root))  # after everything installed: the checkout's data_gen/, benchmarks/
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
     args = [a for a in args if a != "--debug"]

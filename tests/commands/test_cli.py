@@ -4,6 +4,7 @@ key and file:line, --debug shows the traceback, python -m memgate is the same pr
 from __future__ import annotations
 
 import importlib
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -82,6 +83,21 @@ def test_a_missing_checkout_folder_or_extra_names_the_fix():
     assert "source checkout" in cli._missing(missing, "generate")
     missing = ModuleNotFoundError("No module named 'lightning'", name="lightning")
     assert "pip install 'memgate[train]'" in cli._missing(missing, "train")
+
+
+def test_the_memgate_script_finds_the_checkouts_generator_from_any_directory(tmp_path):
+    """The README's researcher quickstart runs `memgate generate` after `make install`: the script's
+    sys.path has its bin folder, not the checkout, so data_gen/ was "not installed with the wheel"."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "memgate").symlink_to(ROOT / "memgate", target_is_directory=True)  # memgate alone importable
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONPATH": str(site)}
+    code = "import sys; from memgate.commands.cli import main; sys.exit(main(sys.argv[1:]))"
+    for verb in ("generate", "mine"):
+        done = subprocess.run([sys.executable, "-c", code, verb, "--help"], cwd=tmp_path, env=env,
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith(f"usage: memgate {verb}")
 
 
 def test_python_dash_m_memgate_is_the_same_program():
