@@ -221,7 +221,7 @@ def store_search(B: np.ndarray, Q: np.ndarray, gt: np.ndarray) -> dict:
     import torch
 
     from memgate.retriever import EmbeddedStore, StoredMemory
-    from memgate.retriever.ann import DEFAULT_THRESHOLD
+    from memgate.retriever.stores.embedded.store import DEFAULT_THRESHOLD
 
     torch.set_num_threads(2)
     ident = {"id": "bench/minilm-cache", "revision": "r", "normalize": True, "dim": DIM}

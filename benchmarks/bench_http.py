@@ -32,7 +32,7 @@ def _memory(backend: str, tmp: Path, fsync: bool):
     from memgate.integrations.memory import Memory
 
     if backend == "postgres":
-        from memgate.retriever.pg_local import LocalServer
+        from memgate.retriever.stores.postgres.local import LocalServer
 
         server = LocalServer(tmp / "pgdata")
         return Memory(store="postgres", url=server.url, path=tmp / "audit"), server

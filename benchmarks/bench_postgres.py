@@ -101,10 +101,11 @@ def _load(store, vectors: np.ndarray) -> float:
 
 def _open(cache: Path, vectors: np.ndarray, log) -> tuple:
     """(embedded store, local server, postgres store, setup figures), loading what is not cached."""
-    from memgate.retriever import EmbeddedStore, ann
-    from memgate.retriever.pg_local import LocalServer
-    from memgate.retriever.pg_schema import _HNSW, statement
-    from memgate.retriever.pg_store import PostgresStore
+    from memgate.retriever import EmbeddedStore
+    from memgate.retriever.stores.embedded import ann
+    from memgate.retriever.stores.postgres.local import LocalServer
+    from memgate.retriever.stores.postgres.store import PostgresStore
+    from memgate.retriever.stores.postgres.tables import _HNSW, statement
 
     setup: dict = {}
     cache.mkdir(parents=True, exist_ok=True)
@@ -123,12 +124,12 @@ def _open(cache: Path, vectors: np.ndarray, log) -> tuple:
         setup.update(json.loads(done.read_text()))
     else:
         log(f"loading {len(vectors):,} memories into PostgreSQL (index dropped for the load) ...")
-        with pg._db.session("bench load") as conn:
+        with pg._backend.db.session("bench load") as conn:
             conn.execute(statement("DROP INDEX IF EXISTS {s}.records_embedding", "bench"))
         setup["postgres_load_s"] = round(_load(pg, vectors), 1)
         log("building the HNSW index ...")
         t = time.perf_counter()
-        with pg._db.session("bench index") as conn:
+        with pg._backend.db.session("bench index") as conn:
             conn.execute("SET maintenance_work_mem = '512MB'")
             conn.execute(statement(_HNSW, "bench"))
             conn.execute(statement("ANALYZE {s}.records", "bench"))
@@ -140,7 +141,7 @@ def _open(cache: Path, vectors: np.ndarray, log) -> tuple:
 def _erasure_check(pg, server, erased: list[tuple[bytes, bytes]]) -> dict:
     """After the forgets: the data files of every relation of the store's schema (table,
     indexes, TOAST), searched for the forgotten records' texts and vectors (``erased``)."""
-    with pg._db.session("bench erasure check") as conn:
+    with pg._backend.db.session("bench erasure check") as conn:
         conn.execute("CHECKPOINT")
         rels = [r for (r,) in conn.execute(
             "SELECT pg_relation_filepath(c.oid) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
@@ -165,9 +166,9 @@ def run(n: int = 100_000, repeats: int = 100, forgets: int = 30, seed: int = 0,
 
     torch.set_num_threads(2)
     from memgate.retriever import StoredMemory
-    from memgate.retriever.pg_schema import POSTGRES_FORMAT
-    from memgate.retriever.pg_store import PostgresStore
-    from memgate.retriever.store import STORE_FORMAT
+    from memgate.retriever.stores.embedded.layout import STORE_FORMAT
+    from memgate.retriever.stores.postgres.store import PostgresStore
+    from memgate.retriever.stores.postgres.tables import POSTGRES_FORMAT
 
     source = vectors or "cached"
     try:
@@ -218,11 +219,11 @@ def run(n: int = 100_000, repeats: int = 100, forgets: int = 30, seed: int = 0,
                 directive = StoredMemory(f"{run_id}-{i}-f", run_id, "forget that note")
                 lat[f"{name}_forget"].append(_timed(store.forget, f"{run_id}-{i}", directive,
                                                     rng.normal(size=DIM), encoder=IDENT))
-            pg.vacuum_on_forget = False
+            pg._backend.vacuum_on_forget = False
             directive = StoredMemory(f"{run_id}-w{i}-f", run_id, "forget that note")
             lat["postgres_forget_no_vacuum"].append(_timed(pg.forget, f"{run_id}-w{i}", directive,
                                                            rng.normal(size=DIM), encoder=IDENT))
-            pg.vacuum_on_forget = True
+            pg._backend.vacuum_on_forget = True
         erasure = _erasure_check(pg, server, erased)
         if compact:
             t = time.perf_counter()

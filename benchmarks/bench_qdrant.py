@@ -59,7 +59,7 @@ def run(n: int = 100_000, repeats: int = 20, namespaces: int = 4, readable: int 
     from memgate.model.gate import MemGate, MemGateConfig
     from memgate.model.scoring import FusedGateScorer
     from memgate.retriever import EmbeddedStore, StoredMemory
-    from memgate.retriever.qdrant_store import QdrantStore
+    from memgate.retriever.stores.qdrant.store import QdrantStore
 
     ident = {"id": "bench-random", "revision": "1", "normalize": True, "dim": DIM}
     rng = np.random.default_rng(seed)

@@ -129,7 +129,7 @@ def run(n: int = 1_000_000, queries: int = 60, rebuild: bool = False, warmup: in
     from memgate.integrations.gate_default import released_gate_dir
     from memgate.model.encoder import Encoder
     from memgate.retriever import EmbeddedStore, GatedRetriever, RetrieverConfig
-    from memgate.retriever.ann import DEFAULT_THRESHOLD
+    from memgate.retriever.stores.embedded.store import DEFAULT_THRESHOLD
 
     torch.set_num_threads(2)
     cache = cache or Path(os.environ.get("MEMGATE_EMBED_CACHE", REPO_ROOT / ".cache/embeddings/embeddings.sqlite"))

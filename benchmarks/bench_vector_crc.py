@@ -1,5 +1,5 @@
 """What the read-time CRC check costs (issue 34): ``EmbeddedStore.search`` and ``vectors_for``
-with the check of the rows they return against their CRC-32 (``memgate.retriever.vector_file``)
+with the check of the rows they return against their CRC-32 (``memgate.retriever.stores.embedded.vector_file``)
 and without it (the same code with the check replaced by a no-op: the code before the change),
 interleaved call by call in one process.
 
@@ -74,22 +74,22 @@ def timed(call, repeats: int, off, on) -> tuple[list, list]:
 
 
 def main(argv=None) -> int:
-    from memgate.retriever.vector_file import VectorFile
+    from memgate.retriever.stores.embedded.vector_file import VectorFile
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="1000,20000,100000")
     parser.add_argument("--ks", default="10,100,200")
     parser.add_argument("--repeats", type=int, default=200)
     args = parser.parse_args(argv)
-    checked_rows = VectorFile._check_returned
-    checked_row = VectorFile._checked_row
+    checked_rows = VectorFile.check_returned
+    checked_row = VectorFile.checked_row
 
     def off():
-        VectorFile._check_returned = lambda self, positions, index, matrix: None
-        VectorFile._checked_row = lambda self, matrix, slot, crc, name: matrix[slot]
+        VectorFile.check_returned = lambda self, positions, index, matrix: None
+        VectorFile.checked_row = lambda self, matrix, slot, crc, name: matrix[slot]
 
     def on():
-        VectorFile._check_returned, VectorFile._checked_row = checked_rows, checked_row
+        VectorFile.check_returned, VectorFile.checked_row = checked_rows, checked_row
 
     rng = np.random.default_rng(1)
     with tempfile.TemporaryDirectory() as tmp:

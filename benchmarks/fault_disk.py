@@ -61,10 +61,10 @@ def _snapshot(store, keys) -> dict:
 
 def disk_full_child(kind: str, mount: str, result: str, seed: int, size_kib: int, errors: int) -> None:
     """The job (in a zygote child): see the module docstring; writes its findings to ``result``."""
-    from benchmarks.fault_suite import IDENT, NAMESPACES, vec
+    from benchmarks.fault_world import IDENT, NAMESPACES, vec
     from memgate.retriever import EmbeddedStore, StoredMemory
-    from memgate.retriever.qdrant_store import QdrantStore
-    from memgate.retriever.schema import StoreFullError
+    from memgate.retriever.errors import StoreFullError
+    from memgate.retriever.stores.qdrant.store import QdrantStore
 
     def open_store(kind: str, path: Path):  # (with the audit log: its appends meet the full disk too)
         return EmbeddedStore(path, IDENT) if kind == "embedded" else QdrantStore("mem", IDENT, path=path, audit=True)
@@ -222,9 +222,9 @@ def disk_full(kind: str, root: Path, seed: int, zygote, size_kib: int = DISK_KIB
 
 def damaged_vector_file(root: Path) -> dict:
     """The three damage cases on an embedded store; returns what each call answered."""
-    from benchmarks.fault_suite import IDENT, vec
+    from benchmarks.fault_world import IDENT, vec
     from memgate.retriever import EmbeddedStore, StoredMemory
-    from memgate.retriever.schema import DamagedStoreError
+    from memgate.retriever.errors import DamagedStoreError
 
     def fresh(name: str) -> tuple[EmbeddedStore, list]:
         store = EmbeddedStore(root / name, IDENT, fsync=False)

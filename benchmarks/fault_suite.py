@@ -43,16 +43,9 @@ from typing import Optional
 
 import numpy as np
 
+from benchmarks.fault_world import IDENT, NAMESPACES, vec
+
 REPO = Path(__file__).resolve().parents[1]
-DIM = 16
-IDENT = {"id": "fault-hash-encoder", "revision": "1", "normalize": True, "dim": DIM}
-NAMESPACES = ("alice", "bob", "carol")
-
-
-def vec(text: str) -> np.ndarray:
-    seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
-    v = np.random.default_rng(seed).normal(size=DIM).astype(np.float32)
-    return v / np.linalg.norm(v)
 
 
 def open_store(kind: str, path: Path):
@@ -61,11 +54,11 @@ def open_store(kind: str, path: Path):
 
         return EmbeddedStore(path, IDENT)
     if kind == "postgres":  # the server of MEMGATE_POSTGRES_URL, a schema per store "path"
-        from memgate.retriever.pg_store import URL_ENV, PostgresStore
+        from memgate.retriever.stores.postgres.store import URL_ENV, PostgresStore
 
         schema = "f_" + hashlib.sha256(str(path).encode()).hexdigest()[:20]
         return PostgresStore(os.environ[URL_ENV], IDENT, schema=schema)
-    from memgate.retriever.qdrant_store import QdrantStore
+    from memgate.retriever.stores.qdrant.store import QdrantStore
 
     return QdrantStore("mem", IDENT, path=path)
 
@@ -196,8 +189,8 @@ def _late_opener(path: str, flags: str, log_path: str) -> None:
 def zygote() -> None:
     """Read one JSON command per line; fork a child per job and answer its pid; reap on request."""
     import memgate.retriever  # noqa: F401  (the imports the children share)
-    import memgate.retriever.pg_store  # noqa: F401
-    import memgate.retriever.qdrant_store  # noqa: F401
+    import memgate.retriever.stores.postgres.store  # noqa: F401
+    import memgate.retriever.stores.qdrant.store  # noqa: F401
 
     print("ready", flush=True)
     for line in sys.stdin:
@@ -407,7 +400,7 @@ def late_open(root: Path, zygote: Zygote) -> str:
     (paused inside qdrant-client's open); returns the other's CAS outcome ('stale' is right:
     'won' means it read the points from before this process's write)."""
     from memgate.retriever import StoredMemory
-    from memgate.retriever.qdrant_store import QdrantStore
+    from memgate.retriever.stores.qdrant.store import QdrantStore
 
     root.mkdir(parents=True, exist_ok=True)
     flags, log = root / "flags", root / "late.jsonl"
@@ -445,7 +438,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         server = None
         if "postgres" in args.stores.split(",") and not os.environ.get("MEMGATE_POSTGRES_URL"):
-            from memgate.retriever.pg_local import LocalServer
+            from memgate.retriever.stores.postgres.local import LocalServer
 
             server = LocalServer(Path(tmp) / "pgdata")
             os.environ["MEMGATE_POSTGRES_URL"] = server.url

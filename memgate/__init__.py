@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see (names re-exported through 
     from memgate.model.gate_config import MemGateConfig
     from memgate.model.scoring import FusedGateScorer
     from memgate.retriever import EmbeddedStore, GatedRetriever, RetrieverConfig, Supersedes
-    from memgate.retriever.schema import (
+    from memgate.retriever.errors import (
         AmbiguousMemoryError,
         DamagedStoreError,
         EncoderMismatchError,
@@ -68,17 +68,17 @@ EXPORTS = {  # public name -> the module that defines it
     "decide_action": "memgate.actions",
     "decide_actions": "memgate.actions",
     "load_policy": "memgate.actions",
-    # the errors a caller of Memory, the stores or the retriever catches (memgate.retriever.schema)
-    "StoreError": "memgate.retriever.schema",
-    "UnknownMemoryError": "memgate.retriever.schema",
-    "StaleRevisionError": "memgate.retriever.schema",
-    "ForgottenMemoryError": "memgate.retriever.schema",
-    "SuppressedContentError": "memgate.retriever.schema",
-    "RepeatedDetailError": "memgate.retriever.schema",
-    "AmbiguousMemoryError": "memgate.retriever.schema",
-    "EncoderMismatchError": "memgate.retriever.schema",
-    "StoreFullError": "memgate.retriever.schema",
-    "DamagedStoreError": "memgate.retriever.schema",
+    # the errors a caller of Memory, the stores or the retriever catches (memgate.retriever.errors)
+    "StoreError": "memgate.retriever.errors",
+    "UnknownMemoryError": "memgate.retriever.errors",
+    "StaleRevisionError": "memgate.retriever.errors",
+    "ForgottenMemoryError": "memgate.retriever.errors",
+    "SuppressedContentError": "memgate.retriever.errors",
+    "RepeatedDetailError": "memgate.retriever.errors",
+    "AmbiguousMemoryError": "memgate.retriever.errors",
+    "EncoderMismatchError": "memgate.retriever.errors",
+    "StoreFullError": "memgate.retriever.errors",
+    "DamagedStoreError": "memgate.retriever.errors",
 }
 
 __all__ = list(EXPORTS)

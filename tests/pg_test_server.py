@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
-from memgate.retriever.pg_store import URL_ENV
+from memgate.retriever.stores.postgres.store import URL_ENV
 
 _root: Optional[Path] = None
 _server = None
@@ -28,7 +28,7 @@ def url() -> str:
     ``MEMGATE_POSTGRES_URL`` so subprocesses started later reach the same server."""
     global _server
     if _server is None:
-        from memgate.retriever.pg_local import LocalServer
+        from memgate.retriever.stores.postgres.local import LocalServer
 
         # Not under pytest's basetemp: every pytest session that starts on the machine chmods
         # /tmp/pytest-of-<user> back to 0700, and the server (another user, pgserver's) would

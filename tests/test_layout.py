@@ -41,6 +41,24 @@ ALLOWED = {
 # ``python -m memgate``: the command line's second door (it runs memgate.commands.cli)
 ENTRY_POINTS = {"memgate.__main__"}
 
+# Inside a layer, the same rule one level down (docs/design.md section 2): a sub-layer (the folder
+# or module right under the layer) may import only the sub-layers listed (its own always
+# included). Modules of the layer that are in no sub-layer (``memgate/retriever/retriever.py``,
+# its parts ``access``, ``writes``, ``exposure``, the deprecated paths) may import every sub-layer;
+# no sub-layer imports them. Inside ``stores`` each back-end's package imports no other's.
+SUBLAYERS = {
+    "retriever": {
+        "errors": set(),
+        "vectors": set(),
+        "config": set(),
+        "audit": {"errors"},
+        "records": {"errors", "audit"},
+        "stores": {"errors", "audit", "records", "vectors"},  # never query: a back-end ranks nothing
+        "query": {"errors", "audit", "records", "vectors", "config", "stores"},
+    },
+}
+BACKEND_PACKAGES = {"memgate.retriever.stores": {"embedded", "qdrant", "postgres"}}
+
 # Third-party packages that make a module torch-heavy: importing torch alone takes 2-5 s, and
 # these bring it (or are it). A module is torch-heavy when its module-level imports reach one.
 HEAVY_ROOTS = frozenset({"torch", "lightning", "sentence_transformers", "transformers"})
@@ -68,11 +86,7 @@ LAZY = {
         "serve extra: the HTTP API needs fastapi (memgate store works without it)",
     ("memgate.commands.serve", "memgate.integrations.mcp_server"):
         "serve extra: the MCP server needs the mcp SDK",
-    ("memgate.integrations.opening", "memgate.retriever.qdrant_store"):
-        "qdrant extra: qdrant-client (0.6 s to import) only for store='qdrant'",
-    ("memgate.integrations.opening", "memgate.retriever.pg_store"):
-        "postgres extra: psycopg and pgvector load only when a PostgreSQL store is opened",
-    ("memgate.retriever.retriever", "memgate.retriever.pg_store"):
+    ("memgate.retriever.retriever", "memgate.retriever.stores.postgres.store"):
         "postgres extra: GatedRetriever.open_postgres loads psycopg only when called",
 }
 
@@ -206,6 +220,34 @@ def heavy_chains(root: Path) -> dict[str, list[str]]:
     return {m: c for m, c in chains.items() if c}
 
 
+def sublayer_of(module: str) -> tuple[str, str] | None:
+    """``(layer, sub-layer)`` of a module in a layer with sub-layers (sub-layer "" for the
+    layer's own modules), or None."""
+    parts = module.split(".")
+    layer = layer_of(module)
+    if layer not in SUBLAYERS or len(parts) < 3:
+        return None
+    return layer, (parts[2] if parts[2] in SUBLAYERS[layer] else "")
+
+
+def sublayer_violation(module: str, target: str) -> str | None:
+    """Why ``module`` may not import ``target`` under ``SUBLAYERS`` / ``BACKEND_PACKAGES``, or None."""
+    mine, theirs = sublayer_of(module), sublayer_of(target)
+    if mine is not None and target == f"memgate.{mine[0]}":
+        theirs = (mine[0], "")  # the layer's package itself: its face
+    if (mine is not None and theirs is not None and mine[0] == theirs[0] and mine[1]
+            and theirs[1] != mine[1] and theirs[1] not in SUBLAYERS[mine[0]][mine[1]]):
+        return (f"sub-layer '{mine[0]}.{mine[1]}' may import only {sorted(SUBLAYERS[mine[0]][mine[1]])} "
+                f"(not {theirs[1] or 'its modules in no sub-layer'})")
+    for package, kinds in BACKEND_PACKAGES.items():
+        depth = len(package.split("."))
+        a, b = module.split("."), target.split(".")
+        if (module.startswith(package + ".") and target.startswith(package + ".") and len(a) > depth
+                and len(b) > depth and {a[depth], b[depth]} <= kinds and a[depth] != b[depth]):
+            return f"back-end '{a[depth]}' may not import back-end '{b[depth]}' ({package})"
+    return None
+
+
 def violations(root: Path, lazy: dict = LAZY, torch_free: frozenset = TORCH_FREE_MODULES) -> list[str]:
     """Every broken rule under ``root/memgate``, one line each naming the module and the import."""
     out = []
@@ -224,6 +266,9 @@ def violations(root: Path, lazy: dict = LAZY, torch_free: frozenset = TORCH_FREE
                 out.append(f"{where}: nothing imports commands")
             elif to and to != layer and to not in ALLOWED[layer]:
                 out.append(f"{where}: layer {layer!r} may import only {sorted(ALLOWED[layer])}")
+            why = sublayer_violation(module, target)
+            if why:
+                out.append(f"{where}: {why}")
             if in_function and (module, target) not in lazy and target not in heavy:
                 out.append(f"{where} inside a function body: move it to the top of the module "
                            f"(only a torch-heavy module or an optional extra listed in LAZY is "
@@ -287,6 +332,18 @@ def _write(root: Path, rel: str, text: str) -> None:
     ("memgate/eval/x.py", "from ..train import run\n", "memgate.eval.x imports memgate.train"),
     ("memgate/actions/x.py", "from memgate import model\n", "layer 'actions' may import only"),
     ("memgate/stray.py", "x = 1\n", "memgate.stray is in no layer"),
+    ("memgate/retriever/stores/x.py", "from memgate.retriever.query.ranking import top\n",
+     "memgate.retriever.stores.x imports memgate.retriever.query.ranking: sub-layer 'retriever.stores' "
+     "may import only ['audit', 'errors', 'records', 'vectors'] (not query)"),
+    ("memgate/retriever/stores/embedded/x.py", "from memgate.retriever import GatedRetriever\n",
+     "sub-layer 'retriever.stores' may import only ['audit', 'errors', 'records', 'vectors'] (not its "
+     "modules in no sub-layer)"),
+    ("memgate/retriever/records/x.py", "from memgate.retriever.stores.base import MemoryStore\n",
+     "sub-layer 'retriever.records' may import only ['audit', 'errors']"),
+    ("memgate/retriever/query/x.py", "from memgate.retriever.writes import WritePath\n",
+     "sub-layer 'retriever.query' may import only"),
+    ("memgate/retriever/stores/qdrant/x.py", "from memgate.retriever.stores.embedded.ann import M\n",
+     "back-end 'qdrant' may not import back-end 'embedded' (memgate.retriever.stores)"),
 ])
 def test_the_check_names_the_module_and_the_import(tmp_path, rel, text, expected):
     _write(tmp_path, "memgate/__init__.py", "")
@@ -310,6 +367,12 @@ def test_the_check_accepts_allowed_imports(tmp_path):
     _write(tmp_path, "memgate/model/heavy.py", "import torch\n")  # torch-heavy: deferred below
     _write(tmp_path, "memgate/retriever/y.py", "import numpy\ndef load():\n    import torch\n"
                                                "    from memgate.model.heavy import MemGate\n")
+    _write(tmp_path, "memgate/retriever/query/x.py", "from memgate.retriever.stores.base import MemoryStore\n"
+                                                     "from memgate.retriever.records.index import SupportIndex\n")
+    _write(tmp_path, "memgate/retriever/stores/embedded/x.py", "from memgate.retriever.vectors import matvec\n"
+                                                               "from memgate.retriever.stores.base import f\n"
+                                                               "from memgate.retriever.stores.embedded import y\n")
+    _write(tmp_path, "memgate/retriever/z.py", "from memgate.retriever.query.x import MemoryStore\n")
     assert violations(tmp_path, lazy={}) == []
 
 
@@ -349,3 +412,93 @@ def test_the_length_check_names_the_file(tmp_path):
     _write(tmp_path, "data_gen/long.py", "x = 1\n" * (MAX_LINES + 1))
     assert long_files(tmp_path) == [
         f"data_gen/long.py: {MAX_LINES + 1} lines (split it by concern; the limit is {MAX_LINES})"]
+
+
+# ------------------------------------------------------------------------- no import cycles
+
+CYCLE_ROOTS = ("memgate", "benchmarks", "data_gen")  # the packages whose import graph has no cycle
+
+
+def import_graph(root: Path, packages: tuple[str, ...] = CYCLE_ROOTS) -> dict[str, set[str]]:
+    """Module -> the modules of ``packages`` it imports: every import statement, a deferred one
+    (inside a function) included, TYPE_CHECKING blocks left out; ``from a import b`` names the
+    module ``a.b`` when there is one, else ``a``."""
+    paths = {module_name(path, root): path
+             for package in packages if (root / package).is_dir()
+             for path in sorted((root / package).rglob("*.py"))}
+
+    def resolve(name: str) -> str | None:
+        while name and name not in paths:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for module, path in paths.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        targets: set[str] = set()
+        todo: list[ast.AST] = [ast.parse(path.read_text(encoding="utf-8"), str(path))]
+        while todo:
+            node = todo.pop()
+            todo.extend(child for child in ast.iter_child_nodes(node)
+                        if not _type_checking_block(child))  # (annotations only: never executed)
+            if isinstance(node, ast.Import):
+                targets.update(t for t in (resolve(a.name) for a in node.names) if t)
+            elif isinstance(node, ast.ImportFrom):
+                base = (".".join(package.split(".")[: len(package.split(".")) - node.level + 1]
+                                 + ([node.module] if node.module else [])) if node.level else node.module or "")
+                for alias in node.names:
+                    target = f"{base}.{alias.name}" if f"{base}.{alias.name}" in paths else resolve(base)
+                    if target:
+                        targets.add(target)
+        graph[module] = targets - {module}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+def test_the_import_graph_has_no_cycles():
+    found = cycles(import_graph(ROOT))
+    assert not found, "import cycles (modules that import each other, directly or around a loop):\n" + "\n".join(
+        " <-> ".join(c) for c in found)
+
+
+def test_the_cycle_check_finds_a_loop_through_a_deferred_import(tmp_path):
+    _write(tmp_path, "memgate/__init__.py", "")
+    _write(tmp_path, "memgate/commands/a.py", "from memgate.commands.b import run\n")
+    _write(tmp_path, "memgate/commands/b.py", "def run():\n    from memgate.commands import a\n")
+    _write(tmp_path, "memgate/commands/c.py", "from typing import TYPE_CHECKING\n"
+                                              "if TYPE_CHECKING:\n    from memgate.commands.a import x\n")
+    assert cycles(import_graph(tmp_path)) == [["memgate.commands.a", "memgate.commands.b"]]

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from memgate.retriever.audit import format_trail, iter_events, operator_trail, verify_log
-from memgate.retriever.store import AUDIT_FILE
+from memgate.retriever.stores.embedded.layout import AUDIT_FILE
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:

@@ -24,13 +24,12 @@ from pathlib import Path
 from memgate.contract.config import load_config, resolve_path
 from memgate.contract.defaults import RERANK_DEPTH
 from memgate.contract.progress import quiet, set_quiet
-from memgate.eval.config import EvalConfig
+from memgate.eval.config import DEFAULT_DATA, EvalConfig
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 DEFAULT_CHECKPOINT = "checkpoints/memgate-minilm-l6"
-DEFAULT_DATA = "data/default"
 DEFAULT_CONFIG = "configs/eval/default.yaml"
 
 # flag -> the EvalConfig key it overrides (flags default to None: only the ones given override)
@@ -67,16 +66,6 @@ def flag_overrides(args) -> list[str]:
         backend, _, path = item.partition("=")
         out.append(f"verifier.configs.{backend}={json.dumps(path)}")
     return out
-
-
-def checkpoint_data_dir(checkpoint: Path) -> str:
-    """The data directory a checkpoint trained on (``train_config.data.data_dir``), else
-    ``data/default`` (the release's; a mix row's gate trains on e.g. ``data/textrisk_dialogue``)."""
-    try:
-        info = json.loads((Path(checkpoint) / "config.json").read_text()).get("export", {})
-    except (OSError, ValueError):
-        return DEFAULT_DATA
-    return info.get("train_config", {}).get("data", {}).get("data_dir") or DEFAULT_DATA
 
 
 def build_parser(prog=None) -> argparse.ArgumentParser:

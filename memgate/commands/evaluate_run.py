@@ -13,14 +13,13 @@ from typing import Optional, Sequence
 
 import torch
 
-from memgate.commands.evaluate import checkpoint_data_dir
 from memgate.contract.config import REPO_ROOT, ConfigError, resolve_path
 from memgate.contract.defaults import RERANK_DEPTH
 from memgate.contract.jsonl import write_jsonl
 from memgate.datasets.cases import load_cases
 from memgate.datasets.datagen import generate
 from memgate.datasets.synthetic import load_split, read_meta
-from memgate.eval.config import EvalConfig
+from memgate.eval.config import EvalConfig, checkpoint_data_dir
 from memgate.eval.engine import (
     CORE_ROUTES,
     breakdowns,

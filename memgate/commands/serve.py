@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from memgate.integrations.memory import Memory
-from memgate.retriever.schema import StoreError
+from memgate.retriever.errors import StoreError
 
 LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
 

@@ -32,8 +32,8 @@ from memgate.integrations import transfer
 from memgate.integrations.memory import USER_PREFIX, Memory
 from memgate.integrations.opening import open_store
 from memgate.retriever.audit import verify_log
-from memgate.retriever.schema import StoreError, UnknownMemoryError
-from memgate.retriever.store_layout import DB_FILE
+from memgate.retriever.errors import StoreError, UnknownMemoryError
+from memgate.retriever.stores.embedded.layout import DB_FILE
 
 VERBS = ("add", "search", "list", "get", "forget", "history", "export", "import", "verify")
 CREATING = ("add", "import")  # the verbs that may create the store they name

@@ -1,7 +1,7 @@
 """One normalisation of free text, for matching forgotten content on every surface and store.
 
 A forgotten detail is kept only as keyed hashes of its *normalised* form
-(:mod:`memgate.retriever.suppression`), so every write path, every store and every surface must
+(:mod:`memgate.retriever.records.suppression`), so every write path, every store and every surface must
 normalise the same way: they all call this module. Each normalisation has a version; a hash
 records the version it was made under, and a text is checked under every version present,
 because a hash cannot be recomputed under a new version (the content is gone).

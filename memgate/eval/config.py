@@ -7,7 +7,9 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Optional
 
 from memgate.contract.config import ConfigError
@@ -17,6 +19,17 @@ from memgate.eval.route_specs import route_spec
 REAL_SOURCES = ("locomo", "gatemem")
 VERIFIER_BACKENDS = ("local", "openai", "finetuned")
 SWEEP_ROWS = ("first_seed", "all", "none")
+DEFAULT_DATA = "data/default"  # the release's data directory
+
+
+def checkpoint_data_dir(checkpoint: Path) -> str:
+    """The data directory a checkpoint trained on (``train_config.data.data_dir``), else
+    ``data/default`` (the release's; a mix row's gate trains on e.g. ``data/textrisk_dialogue``)."""
+    try:
+        info = json.loads((Path(checkpoint) / "config.json").read_text()).get("export", {})
+    except (OSError, ValueError):
+        return DEFAULT_DATA
+    return info.get("train_config", {}).get("data", {}).get("data_dir") or DEFAULT_DATA
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Optional
 
 from memgate.integrations.filters import matches
-from memgate.retriever.schema import FORGET_DIRECTIVE_KIND
+from memgate.retriever.records.memory import FORGET_DIRECTIVE_KIND
 
 
 class Catalog:

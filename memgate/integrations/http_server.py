@@ -60,7 +60,7 @@ from memgate.contract.defaults import MAX_LIMIT
 from memgate.integrations.memory import check_user_id
 from memgate.integrations.warmup import WarmingUp, Warmup, WarmupFailed
 from memgate.model.encoder_batching import DEFAULT_WINDOW_MS, EmbeddingBatcher
-from memgate.retriever.schema import (
+from memgate.retriever.errors import (
     DamagedStoreError,
     ForgottenMemoryError,
     StaleRevisionError,

@@ -22,7 +22,7 @@ Mapping:
   ``"$"`` and ``index=False``) of at least four characters that is not one word without digits is recorded as one of
   the record's markers, so forgetting the item suppresses each of them separately (a later
   value repeating one, in any field or under any key, with any other leaf changed, is refused);
-  every key and scalar leaf of a new value is checked (``memgate.retriever.suppression``);
+  every key and scalar leaf of a new value is checked (``memgate.retriever.records.suppression``);
 - ``search(query=...)`` is ``GatedRetriever.retrieve`` over the prefix's namespaces, with the
   filter as the candidates' restriction before truncation, ranking at most ``MAX_LIMIT``
   results (``offset + limit``, :mod:`memgate.contract.defaults`); without a query, the
@@ -69,8 +69,8 @@ from memgate.contract.text_normal import tokens_v2
 from memgate.integrations.catalog import Catalog
 from memgate.integrations.memory import now_utc
 from memgate.integrations.opening import DEFAULT_POLICY_TAG, open_retriever, open_store
-from memgate.retriever.schema import RepeatedDetailError
-from memgate.retriever.suppression import is_whole_only
+from memgate.retriever.errors import RepeatedDetailError
+from memgate.retriever.records.suppression import is_whole_only
 
 PREFIX = "lg:"
 KEY, VALUE, INDEXED = "key", "value", "indexed"

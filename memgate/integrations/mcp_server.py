@@ -30,7 +30,7 @@ from starlette.responses import JSONResponse
 
 from memgate.integrations.memory import check_user_id
 from memgate.integrations.warmup import WarmingUp, Warmup, WarmupFailed
-from memgate.retriever.schema import StoreError, UnknownMemoryError
+from memgate.retriever.errors import StoreError, UnknownMemoryError
 
 INSTRUCTIONS = (
     "Long-term memory for one user. add_memory stores a fact the user shared; search_memory "

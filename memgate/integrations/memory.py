@@ -69,7 +69,7 @@ from memgate.integrations.home import default_store_dir
 from memgate.integrations.messages import user_turns
 from memgate.integrations.opening import DEFAULT_POLICY_TAG, open_retriever, open_store
 from memgate.retriever import DEFAULT_DIRECTIVE
-from memgate.retriever.schema import UnknownMemoryError
+from memgate.retriever.errors import UnknownMemoryError
 
 USER_PREFIX = "user:"
 MAX_USER_ID = 256

@@ -25,18 +25,20 @@ from typing import Any, Mapping, Optional
 from memgate.contract.defaults import RERANK_DEPTH
 from memgate.integrations.gate_default import GateDecision, gate_default, released_gate_dir
 from memgate.model.encoder import Encoder, EncoderConfig, set_offline_defaults
-from memgate.retriever import GatedRetriever, RetrieverConfig, ann
-from memgate.retriever.audit import AuditLog
-from memgate.retriever.store import EmbeddedStore
+from memgate.retriever import GatedRetriever, RetrieverConfig
+from memgate.retriever.stores.base import StoreOptions
+from memgate.retriever.stores.registry import STORE_KINDS, open_kind
 
 log = logging.getLogger("memgate")
 
-STORES = ("embedded", "qdrant", "postgres")
+STORES = tuple(STORE_KINDS)  # ("embedded", "qdrant", "postgres")
 DEFAULT_POLICY_TAG = "general"  # what the agent surfaces tag an untagged memory with
 DEFAULT_POLICY_RULES = {DEFAULT_POLICY_TAG: {}}  # readable for every purpose
 QDRANT_TRUST_WARNING = (
     "{path}: a Qdrant local-mode directory; qdrant-client stores its points there with pickle, "
     "so opening it can run code: open only directories you created or trust")
+# store kinds whose local files must be trusted: said once per directory when one is opened
+LOCAL_FILE_NOTICES = {"qdrant": QDRANT_TRUST_WARNING}
 
 _said: set[str] = set()
 
@@ -82,37 +84,19 @@ def open_store(store: str = "embedded", *, path: Any = None, url: Optional[str] 
                collection: str = "memgate", api_key: Optional[str] = None, encoder: Any = None,
                fsync: bool = True, audit_log: Any = None, allow_damaged: bool = False) -> Any:
     """An :class:`EmbeddedStore` at ``path``, a :class:`QdrantStore` (``path=`` or ``url=``) or
-    a :class:`memgate.retriever.pg_store.PostgresStore` (``url=``; ``path=`` its audit log's
-    folder). ``allow_damaged``: open an embedded store whose vector file is truncated (to
-    verify it)."""
+    a :class:`memgate.retriever.stores.postgres.PostgresStore` (``url=``; ``path=`` its audit
+    log's folder): the kind named ``store`` in :data:`memgate.retriever.stores.registry.STORE_KINDS`,
+    opened by its module's ``from_options``. ``allow_damaged``: open an embedded store whose vector file is
+    truncated (to verify it)."""
     encoder = encoder or default_encoder()
     if store not in STORES:
         raise ValueError(f"store must be one of {STORES}, got {store!r}")
-    if store == "postgres":
-        from memgate.retriever.pg_store import URL_ENV, PostgresStore
-
-        url = url or os.environ.get(URL_ENV)
-        if not url:
-            raise ValueError(f"store='postgres' needs url=postgresql://... (or ${URL_ENV})")
-        if audit_log is None and path is not None:
-            audit_log = Path(path) / "audit.jsonl"
-        return PostgresStore(url, encoder.identity, schema=collection,
-                             audit=AuditLog(audit_log) if audit_log is not None else None)
-    if store == "embedded":
-        if path is None or url is not None:
-            raise ValueError("the embedded store needs path=DIR (and no url=)")
-        threshold = ann.DEFAULT_THRESHOLD if ann.available() else None  # the [ann] extra
-        return EmbeddedStore(path, encoder.identity, fsync=fsync, ann_threshold=threshold,
-                             allow_damaged=allow_damaged)
-    if (path is None) == (url is None):
-        raise ValueError("store='qdrant' needs exactly one of path=DIR (local mode) or url=")
-    from memgate.retriever.qdrant_store import QdrantStore  # the [qdrant] extra (qdrant-client)
-
-    if path is not None:
-        say_once(f"qdrant-trust:{Path(path).resolve()}", QDRANT_TRUST_WARNING.format(path=path))
-        return QdrantStore(collection, encoder.identity, path=path, audit=True)
-    audit = AuditLog(audit_log) if audit_log is not None else None
-    return QdrantStore(collection, encoder.identity, url=url, api_key=api_key, audit=audit)
+    options = StoreOptions(path=path, url=url, collection=collection, api_key=api_key, fsync=fsync,
+                           audit_log=audit_log, allow_damaged=allow_damaged)
+    notice = LOCAL_FILE_NOTICES.get(store)
+    if notice is not None and path is not None and url is None:
+        say_once(f"{store}-trust:{Path(path).resolve()}", notice.format(path=path))
+    return open_kind(store, encoder.identity, options)  # (imports the kind's extra: qdrant-client, psycopg)
 
 
 def open_retriever(store: Any, *, encoder: Any = None, gate: Any = "auto",

@@ -35,9 +35,9 @@ from safetensors import SafetensorError
 from safetensors.numpy import load_file, save_file
 
 from memgate.retriever.audit import iter_events
-from memgate.retriever.schema import StoredMemory
-from memgate.retriever.semantics import normalize_identity
-from memgate.retriever.suppression import Suppressed, key_id
+from memgate.retriever.records.identity import normalize_identity
+from memgate.retriever.records.memory import StoredMemory
+from memgate.retriever.records.suppression import Suppressed, key_id
 
 EXPORT_FORMAT = "memgate-export/2"
 READABLE_FORMATS = ("memgate-export/1", EXPORT_FORMAT)

@@ -19,20 +19,42 @@ allowed actions) and an append-only audit trail (stored -> retrieved -> exposed 
 
 See docs/retriever.md. Importing it imports no torch: the gate and its scorer load at the first
 score (``FusedGateScorer``, re-exported here, is imported when first asked for).
+
+The package's folders follow the flow: ``records/`` (the record and the rules every store
+shares), ``stores/`` (one package per back-end over ``stores/base.py``), ``query/`` (the query
+path's steps), ``audit/`` (the log and trails); beside them the retriever's own parts
+(``access``, ``writes``, ``exposure``), ``errors``, ``vectors`` and ``config``.
 """
 
 from typing import TYPE_CHECKING
 
-from memgate.retriever.audit import (
+from memgate.retriever.audit.log import (
     AuditError,
     AuditLog,
     LogCheck,
-    TrailStep,
-    format_trail,
     iter_events,
-    operator_trail,
-    trail,
     verify_log,
+)
+from memgate.retriever.audit.trails import TrailStep, format_trail, operator_trail, trail
+from memgate.retriever.errors import (
+    AmbiguousMemoryError,
+    EncoderMismatchError,
+    ForgottenMemoryError,
+    RepeatedDetailError,
+    StaleRevisionError,
+    StoreError,
+    SuppressedContentError,
+    UnknownMemoryError,
+)
+from memgate.retriever.records.identity import normalize_identity
+from memgate.retriever.records.index import IndexEntry
+from memgate.retriever.records.memory import (
+    MAX_TEXT_CHARS,
+    Applicability,
+    StoredMemory,
+    SupersededIn,
+    Supersedes,
+    renamed_memory,
 )
 from memgate.retriever.retriever import (
     DEFAULT_DIRECTIVE,
@@ -45,23 +67,8 @@ from memgate.retriever.retriever import (
     RetrieverConfig,
     resolve_lifecycle,
 )
-from memgate.retriever.schema import (
-    MAX_TEXT_CHARS,
-    AmbiguousMemoryError,
-    Applicability,
-    EncoderMismatchError,
-    ForgottenMemoryError,
-    RepeatedDetailError,
-    StaleRevisionError,
-    StoredMemory,
-    StoreError,
-    SupersededIn,
-    Supersedes,
-    SuppressedContentError,
-    UnknownMemoryError,
-    renamed_memory,
-)
-from memgate.retriever.store import EmbeddedStore, IndexEntry, MemoryStore, normalize_identity
+from memgate.retriever.stores.base import MemoryStore
+from memgate.retriever.stores.embedded.store import EmbeddedStore
 
 if TYPE_CHECKING:
     from memgate.model.scoring import FusedGateScorer

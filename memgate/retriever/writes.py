@@ -1,5 +1,5 @@
 """The write path: embed and store memories, compare-and-set updates, corrections,
-retirement, review marks and forget requests, each refreshing the query index (a mixin of
+retirement, review marks and forget requests, each refreshing the query index (a part of
 :class:`memgate.retriever.GatedRetriever`).
 
 Every write is checked against the suppression list *before* anything is embedded
@@ -15,40 +15,27 @@ from collections.abc import Iterable, Mapping
 from contextlib import contextmanager
 from typing import Any, Optional
 
-import numpy as np
-
 from memgate.contract.ids import check_id, derived_id
-from memgate.model.encoder import text_hash
-from memgate.retriever.config import actions_module as _actions
-from memgate.retriever.schema import (
-    MAX_TEXT_CHARS,
-    UPDATABLE_FIELDS,
-    RepeatedDetailError,
-    StoredMemory,
-    Supersedes,
-    SuppressedContentError,
-)
+from memgate.retriever.access import Access
+from memgate.retriever.errors import RepeatedDetailError, SuppressedContentError
+from memgate.retriever.query.actions import AllowedActions
+from memgate.retriever.query.embed import Embedder, check_text
+from memgate.retriever.query.index import QueryIndex
+from memgate.retriever.records.memory import UPDATABLE_FIELDS, StoredMemory, Supersedes
+from memgate.retriever.stores.base import MemoryStore
 
 DEFAULT_DIRECTIVE = "The user asked me to forget a detail they had shared; do not recall, repeat or re-store it."
 
 
 class WritePath:
-    """Writes through ``self.store`` with the access checks of :class:`AccessControl`."""
+    """Writes through ``store`` after the checks of ``access``: texts embedded by ``embedder``
+    (after the suppression pre-check), action attributes checked by ``actions``, and ``index``
+    refreshed after each write."""
 
-    @staticmethod
-    def _check_text(text: Any, what: str = "text") -> None:
-        if not isinstance(text, str) or not text.strip():
-            raise ValueError(f"{what} must be a non-empty string")
-        if len(text) > MAX_TEXT_CHARS:
-            raise ValueError(
-                f"{what} has {len(text):,} characters, beyond the limit of {MAX_TEXT_CHARS:,} "
-                "(memgate.retriever.MAX_TEXT_CHARS); split it into several memories")
-
-    def _embed(self, text: str, *, what: str = "text", cache: bool = True) -> np.ndarray:
-        self._check_text(text, what)
-        if not cache and self._encode_takes_cache:
-            return self.encoder.encode([text], progress=False, cache=False)[0]
-        return self.encoder.encode([text], progress=False)[0]
+    def __init__(self, *, store: MemoryStore, encoder_identity: dict[str, Any], access: Access,
+                 embedder: Embedder, actions: AllowedActions, index: QueryIndex) -> None:
+        self.store, self.encoder_identity, self.access = store, encoder_identity, access
+        self.embedder, self.actions, self.index = embedder, actions, index
 
     def add(self, text: str, *, namespace: str, memory_id: Optional[str] = None,
             principal: Optional[str] = None, supersedes: Iterable[Supersedes | str] = (),
@@ -60,22 +47,22 @@ class WritePath:
         renewed consent, audited as ``relearned``)."""
         if memory_id is not None:
             check_id(memory_id)
-        self._check_write(principal, namespace)
+        self.access.check_write(principal, namespace)
         links = tuple(s if isinstance(s, Supersedes) else Supersedes(s) for s in supersedes)
         for link in links:  # supersession stays inside the namespace
-            self._check_record_access(principal, link.memory_id, namespace)
+            self.access.record_for(principal, link.memory_id, namespace)
         parents = {}
         for source in tuple(fields.get("derived_from", ())):
-            parents[source] = self._check_record_access(principal, source, prefer=namespace).namespace
+            parents[source] = self.access.record_for(principal, source, prefer=namespace).namespace
         memory = StoredMemory(memory_id=memory_id or f"m-{uuid.uuid4().hex[:12]}", namespace=namespace,
                         text=text, principal=principal, supersedes=links, **fields)
-        self._check_action_fields(memory)
-        self._check_text(text)
+        self.actions.check_fields(memory)
+        check_text(text)
         self._precheck(memory, allow_relearn)
         with self._uncache_if_refused([text]):
-            stored = self.store.add(memory, self._embed(text), encoder=self.encoder_identity,
+            stored = self.store.add(memory, self.embedder.embed(text), encoder=self.encoder_identity,
                                     allow_relearn=allow_relearn, parent_namespaces=parents)
-        self._refresh()
+        self.index.refresh()
         return stored
 
     def add_many(self, texts: Iterable[str], *, namespace: str, principal: Optional[str] = None,
@@ -84,7 +71,7 @@ class WritePath:
         """Embed (one batch) and store several memories of one namespace in one write, all or
         none; ``fields[i]`` are text i's record fields (``memory_id``, ``supersedes``, ... as in
         :meth:`add`, whose rules apply to each)."""
-        self._check_write(principal, namespace)
+        self.access.check_write(principal, namespace)
         texts = list(texts)
         per = [dict(f) for f in fields] if fields is not None else [{} for _ in texts]
         if len(per) != len(texts):
@@ -92,28 +79,28 @@ class WritePath:
         memories = []
         parents: dict[str, str] = {}
         for text, f in zip(texts, per):
-            self._check_text(text)
+            check_text(text)
             links = tuple(s if isinstance(s, Supersedes) else Supersedes(s) for s in f.pop("supersedes", ()))
             for link in links:  # supersession stays inside the namespace
-                self._check_record_access(principal, link.memory_id, namespace)
+                self.access.record_for(principal, link.memory_id, namespace)
             for source in tuple(f.get("derived_from", ())):
-                parents[source] = self._check_record_access(principal, source, prefer=namespace).namespace
+                parents[source] = self.access.record_for(principal, source, prefer=namespace).namespace
             memory_id = f.pop("memory_id", None)
             if memory_id is not None:
                 check_id(memory_id)
             memory = StoredMemory(memory_id=memory_id or f"m-{uuid.uuid4().hex[:12]}", namespace=namespace,
                             text=text, principal=principal, supersedes=links, **f)
-            self._check_action_fields(memory)
+            self.actions.check_fields(memory)
             memories.append(memory)
         if not memories:
             return []
         for memory in memories:
             self._precheck(memory, allow_relearn)
         with self._uncache_if_refused(texts):
-            vectors = self.encoder.encode(texts, progress=False)
+            vectors = self.embedder.embed_many(texts)
             stored = self.store.add_many(memories, vectors, encoder=self.encoder_identity,
                                          allow_relearn=allow_relearn, parent_namespaces=parents)
-        self._refresh()
+        self.index.refresh()
         return stored
 
     def _precheck(self, memory: StoredMemory, allow_relearn: bool, previous: Optional[StoredMemory] = None) -> None:
@@ -131,38 +118,26 @@ class WritePath:
             yield
         except (SuppressedContentError, RepeatedDetailError):
             for text in texts:
-                self._purge_encoder_cache(text)
+                self.embedder.purge_cache(text)
             raise
-
-    def _check_action_fields(self, memory: StoredMemory) -> None:
-        if _actions is None:
-            return
-        fields_ = memory.action_fields()
-        fields_.pop("conflicts_with")
-        if fields_["lifecycle_state"] not in _actions.EXPOSED_LIFECYCLE_STATES:
-            fields_["lifecycle_state"] = "current"
-        try:
-            _actions.ActionInput.from_dict(fields_)
-        except _actions.ActionPolicyError as exc:
-            raise ValueError(f"memory {memory.memory_id!r}: {exc}") from None
 
     def update(self, memory_id: str, expected_revision: int, *, principal: Optional[str] = None,
                namespace: Optional[str] = None, allow_relearn: bool = False,
                **changes: Any) -> StoredMemory:
         """Compare-and-set update (see :meth:`EmbeddedStore.update`); a new text is re-embedded.
         ``namespace`` picks the record when the id is used in several of the principal's."""
-        record = self._check_record_access(principal, memory_id, namespace)
+        record = self.access.record_for(principal, memory_id, namespace)
         if "text" in changes:
-            self._check_text(changes["text"])
+            check_text(changes["text"])
         self._precheck(self._proposed(record, changes), allow_relearn, previous=record)
         texts = [changes["text"]] if "text" in changes else []
         with self._uncache_if_refused(texts):
-            vector = self._embed(changes["text"]) if "text" in changes else None
+            vector = self.embedder.embed(changes["text"]) if "text" in changes else None
             updated = self.store.update(memory_id, expected_revision, vector=vector,
                                         encoder=self.encoder_identity if vector is not None else None,
                                         principal=principal, namespace=record.namespace,
                                         allow_relearn=allow_relearn, **changes)
-        self._refresh()
+        self.index.refresh()
         return updated
 
     @staticmethod
@@ -178,31 +153,31 @@ class WritePath:
                 principal: Optional[str] = None, namespace: Optional[str] = None,
                 allow_relearn: bool = False, **changes: Any) -> tuple[StoredMemory, list[str]]:
         """Correct a record's content; returns it and the ids now flagged for review."""
-        record = self._check_record_access(principal, memory_id, namespace)
-        self._check_text(text)
+        record = self.access.record_for(principal, memory_id, namespace)
+        check_text(text)
         self._precheck(self._proposed(record, {**changes, "text": text}), allow_relearn, previous=record)
         with self._uncache_if_refused([text]):
-            out = self.store.correct(memory_id, expected_revision, text, self._embed(text),
+            out = self.store.correct(memory_id, expected_revision, text, self.embedder.embed(text),
                                      encoder=self.encoder_identity, principal=principal,
                                      namespace=record.namespace, allow_relearn=allow_relearn, **changes)
-        self._refresh()
+        self.index.refresh()
         return out
 
     def retire(self, memory_id: str, expected_revision: int, *,
                principal: Optional[str] = None,
                namespace: Optional[str] = None) -> tuple[StoredMemory, list[str]]:
-        record = self._check_record_access(principal, memory_id, namespace)
+        record = self.access.record_for(principal, memory_id, namespace)
         out = self.store.retire(memory_id, expected_revision, principal=principal,
                                 namespace=record.namespace)
-        self._refresh()
+        self.index.refresh()
         return out
 
     def mark_reviewed(self, memory_id: str, expected_revision: int, *,
                       principal: Optional[str] = None, namespace: Optional[str] = None) -> StoredMemory:
-        record = self._check_record_access(principal, memory_id, namespace)
+        record = self.access.record_for(principal, memory_id, namespace)
         out = self.store.mark_reviewed(memory_id, expected_revision, principal=principal,
                                        namespace=record.namespace)
-        self._refresh()
+        self.index.refresh()
         return out
 
     def forget(self, memory_id: str, *, principal: Optional[str] = None,
@@ -220,7 +195,7 @@ class WritePath:
         """
         if directive_id is not None:
             check_id(directive_id, "directive_id")
-        record = self._check_record_access(principal, memory_id, namespace)
+        record = self.access.record_for(principal, memory_id, namespace)
         directive_fields.setdefault("policy_tags", record.policy_tags)
         directive_fields.setdefault("source_type", "correction")
         directive_fields.setdefault("epistemic_status", "verified")
@@ -228,21 +203,17 @@ class WritePath:
         directive = StoredMemory(
             memory_id=directive_id or derived_id(memory_id, "-forget"), namespace=record.namespace,
             text=directive_text, principal=principal, **directive_fields)
-        self._check_action_fields(directive)
-        self._check_text(directive_text, "directive_text")
+        self.actions.check_fields(directive)
+        check_text(directive_text, "directive_text")
         precheck = getattr(self.store, "check_forget_directive", None)
         if precheck is not None:  # a directive repeating the detail is refused before it is embedded
             precheck(memory_id, directive)
         with self._uncache_if_refused([directive_text]):
-            stored = self.store.forget(memory_id, directive, self._embed(directive_text),
+            stored = self.store.forget(memory_id, directive, self.embedder.embed(directive_text),
                                        encoder=self.encoder_identity, expected_revision=expected_revision,
-                                       on_erased=lambda erased: self._purge_encoder_cache(erased.text))
-        self._refresh()
+                                       on_erased=lambda erased: self.embedder.purge_cache(erased.text))
+        self.index.refresh()
         return stored
 
-    def _purge_encoder_cache(self, text: Optional[str]) -> None:
-        cache = getattr(self.encoder, "_cache", None)  # memgate's Encoder; others keep no cache here
-        if cache is not None and text and hasattr(cache, "delete"):
-            cache.delete([text_hash(text)])
 
 __all__ = ["DEFAULT_DIRECTIVE", "WritePath"]

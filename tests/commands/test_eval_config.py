@@ -71,7 +71,7 @@ def test_the_default_data_is_the_one_the_checkpoint_trained_on(tmp_path):
     """`memgate evaluate` without --data reads the checkpoint's train_config.data.data_dir (a gate
     trained on a mix row's data, e.g. data/textrisk_dialogue, failed the data-hash check against
     data/default); a checkpoint that records none keeps data/default."""
-    from memgate.commands.evaluate import DEFAULT_DATA, checkpoint_data_dir
+    from memgate.eval.config import DEFAULT_DATA, checkpoint_data_dir
 
     assert EvalConfig().data is None
     (tmp_path / "config.json").write_text(json.dumps(

@@ -1,5 +1,5 @@
 """The one normalisation (memgate.contract.text_normal) and the matching over it
-(memgate.retriever.suppression): what version 2 catches, what it does not, the vendored Unicode
+(memgate.retriever.records.suppression): what version 2 catches, what it does not, the vendored Unicode
 data, the whole-text rule for short content, and version-1 entries of older stores."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from memgate.contract import text_normal
 from memgate.contract.text_normal import fold, normal_tokens, tokens_v1, v1_views
-from memgate.retriever.suppression import (
+from memgate.retriever.records.suppression import (
     Suppressed,
     digest,
     entries_for,

@@ -33,7 +33,7 @@ from typing import Any, Optional
 from urllib.parse import quote
 
 from memgate.contract.records import QueryContext
-from memgate.retriever.schema import RepeatedDetailError, SuppressedContentError, UnknownMemoryError
+from memgate.retriever.errors import RepeatedDetailError, SuppressedContentError, UnknownMemoryError
 from tests.retriever.store_helpers import KINDS, HashEncoder, make_retriever, make_store, memory_args
 
 SURFACES = ("retriever", "memory", "langgraph", "http", "mcp")
@@ -99,7 +99,7 @@ class RetrieverSurface(Surface):
     def __init__(self, kind, path, encoder=None):
         super().__init__(kind, path, encoder)
         from memgate.retriever import EmbeddedStore, GatedRetriever, RetrieverConfig
-        from memgate.retriever.qdrant_store import QdrantStore
+        from memgate.retriever.stores.qdrant.store import QdrantStore
         if encoder is None:
             self.r = make_retriever(make_store(kind, path, name="retriever", audit=True), acl=None)
         else:

@@ -145,7 +145,7 @@ def test_serve_cli_refuses_bad_setups(tmp_path, capsys):
 
 
 def test_serve_cli_opens_a_postgres_store_and_says_what_store_means(tmp_path, capsys):
-    from memgate.retriever.pg_store import PostgresStore
+    from memgate.retriever.stores.postgres.store import PostgresStore
     from tests import pg_test_server
 
     keys = tmp_path / "keys.json"

@@ -14,7 +14,7 @@ import pytest
 from memgate import Memory
 from memgate.integrations.transfer import export_store, import_store
 from memgate.model.encoder import text_hash
-from memgate.retriever.schema import RepeatedDetailError
+from memgate.retriever.errors import RepeatedDetailError
 from tests.integrations.surfaces import PAIRS, Refused, open_surface, pair_ids, pairs
 from tests.retriever.store_helpers import KINDS, HashEncoder, memory_args
 
@@ -124,7 +124,7 @@ def test_memory_add_refuses_an_empty_id_instead_of_replacing_it(tmp_path, kind):
 @pytest.mark.parametrize("kind", KINDS)
 def test_langgraph_suppresses_the_values_content_not_its_serialisation(tmp_path, kind):
     from memgate.integrations.langgraph_store import MemgateStore
-    from memgate.retriever.schema import SuppressedContentError
+    from memgate.retriever.errors import SuppressedContentError
     with MemgateStore(**memory_args(kind, tmp_path / "lg"), encoder=HashEncoder(), gate=None, fsync=False) as s:
         ns = ("users", "alice")
         s.put(ns, "phone", {"text": "My phone number is 555-0199.", "ts": "2024-06-01T10:00:00"})

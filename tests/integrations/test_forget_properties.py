@@ -25,7 +25,7 @@ ORDINARY = "An ordinary note about the week."
 
 
 def holds(hit: dict, detail: str) -> bool:
-    from memgate.retriever.suppression import entries_for, match_fields
+    from memgate.retriever.records.suppression import entries_for, match_fields
     key = b"p" * 32
     fields = [("text", hit["text"] or "")] + [("metadata", str(v)) for v in (hit.get("metadata") or {}).values()]
     return bool(match_fields({"": key}, fields, entries_for(key, "ns", "m", detail)))

@@ -13,7 +13,7 @@ httpx = pytest.importorskip("httpx")
 from memgate import Memory  # noqa: E402
 from memgate.integrations.http_server import create_app  # noqa: E402
 from memgate.integrations.uvicorn_thread import ServerThread  # noqa: E402
-from memgate.retriever.schema import MAX_ATTRIBUTES_DEPTH  # noqa: E402
+from memgate.retriever.records.memory import MAX_ATTRIBUTES_DEPTH  # noqa: E402
 from tests.retriever.store_helpers import HashEncoder  # noqa: E402
 
 ALICE, BOB = "alice-key-0123456789", "bob-key-0123456789ab"

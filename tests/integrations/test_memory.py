@@ -237,7 +237,7 @@ def test_qdrant_local_mode_warns_and_exits_without_traceback(tmp_path, caplog):
             assert [e["event"] for e in m.history(a["id"], user_id="u")][-1] == "forgotten"
     assert any("pickle" in r.getMessage() for r in caplog.records)
     # a store left open at exit used to print qdrant-client's __del__ traceback
-    code = ("import sys; from memgate.retriever.qdrant_store import QdrantStore; "
+    code = ("import sys; from memgate.retriever.stores.qdrant import QdrantStore; "
             "s = QdrantStore('c', {'id': 'x', 'revision': 'r', 'normalize': True, 'dim': 4}, "
             "path=sys.argv[1]); print('opened')")
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "exit")], capture_output=True,

@@ -1,12 +1,8 @@
-"""Shared by the reliability tests: a deterministic hash encoder and every store kind, empty
-(``postgres``: a schema of its own on the session's one PostgreSQL server)."""
+"""Shared by the reliability tests: every store kind, empty (``postgres``: a schema of its own on
+the session's one PostgreSQL server), a retriever over one, and write sequences every kind must
+apply alike; the fakes (hash encoder, ACL, clock) are :mod:`tests.fakes`, re-exported here."""
 
 from __future__ import annotations
-
-import hashlib
-import itertools
-
-import numpy as np
 
 from memgate.contract.admissibility import SupersessionScope
 from memgate.retriever import (
@@ -18,38 +14,14 @@ from memgate.retriever import (
     Supersedes,
 )
 from memgate.retriever.audit import AuditLog
-from memgate.retriever.pg_store import PostgresStore
-from memgate.retriever.qdrant_store import QdrantStore
+from memgate.retriever.stores.postgres.store import PostgresStore
+from memgate.retriever.stores.qdrant.store import QdrantStore
 from tests import pg_test_server
+from tests.fakes import ACL, DIM, IDENT, HashEncoder, fixed_clock, hash_vector
 
-DIM = 16
-IDENT = {"id": "fake-hash-encoder", "revision": "1", "normalize": True, "dim": DIM}
-ACL = {"alice": {"alice"}, "bob": {"bob"}, "team": {"alice", "bob"}}
+vec = hash_vector  # a unit vector per text (the hash encoder's)
+
 KINDS = ("embedded", "qdrant", "postgres")
-
-
-def vec(text: str) -> np.ndarray:
-    seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
-    v = np.random.default_rng(seed).normal(size=DIM).astype(np.float32)
-    return v / np.linalg.norm(v)
-
-
-class HashEncoder:
-    """Deterministic text -> unit vector (a hash seed); no model, no cache."""
-
-    identity = dict(IDENT)
-
-    def encode(self, texts, progress=False):
-        return np.stack([vec(t) for t in texts])
-
-
-def fixed_clock():
-    counter = itertools.count()
-
-    def now() -> str:
-        i = next(counter)
-        return f"2026-01-01T{i // 3600 % 24:02d}:{i // 60 % 60:02d}:{i % 60:02d}+00:00"
-    return now
 
 
 def make_store(kind: str, tmp_path, name: str = "store", audit=None, identity=IDENT):
@@ -92,3 +64,7 @@ def supersession_and_derivation_writes(s, V) -> None:
     s.correct("d1", s.get("d1").revision, "plan around tuesday", V[4], encoder=IDENT)
     s.retire("new", 1)
     s.add(StoredMemory("other", "bob", "bob's thing"), V[5], encoder=IDENT)
+
+
+__all__ = ["ACL", "DIM", "IDENT", "KINDS", "HashEncoder", "fixed_clock", "make_retriever", "make_store",
+           "memory_args", "supersession_and_derivation_writes", "vec"]

@@ -41,7 +41,7 @@ def test_partitions_and_in_search_filtering_never_truncate_first(store):
     s, q = store
     exact = s.search(q, ["big"], 50)
     approx = s.search(q, ["big"], 50, exact=False)
-    assert list(s._ann.parts) and _recall(approx, exact) >= 0.95
+    assert list(s._backend.ann.parts) and _recall(approx, exact) >= 0.95
     assert all(a[1] == pytest.approx(dict(exact).get(a[0], a[1])) for a in approx)  # exact cosines
     # the small namespace has no graph and is searched exactly; its records never lose to "big"
     assert s.search(q, ["small"], 10, exact=False) == s.search(q, ["small"], 10)
@@ -66,8 +66,8 @@ def test_partitions_and_in_search_filtering_never_truncate_first(store):
 def test_forget_and_update_leave_the_graph(store):
     s, q = store
     best = s.search(q, ["big"], 1, exact=False)[0][0]
-    part = s._ann.parts[s._search_index.ns_code["big"]]
-    label = s._search_index.pos[("big", best)]
+    part = s._backend.ann.parts[s._backend.search_index.ns_code["big"]]
+    label = s._backend.search_index.pos[("big", best)]
     directive = StoredMemory("d1", "big", "forget directive")
     s.forget(best, directive, unit(np.ones(DIM)), encoder=IDENT)
     with pytest.raises(RuntimeError):  # the label is gone from the graph right after the write
@@ -79,7 +79,7 @@ def test_forget_and_update_leave_the_graph(store):
     s.update(other, s.get(other).revision, vector=far, encoder=IDENT, text="moved away")
     assert other not in [i for i, _ in s.search(q, ["big"], 100, exact=False)]
     assert s.search(far, ["big"], 1, exact=False)[0][0] == other
-    stored = part.graph.get_items([s._search_index.pos[("big", other)]])[0]
+    stored = part.graph.get_items([s._backend.search_index.pos[("big", other)]])[0]
     assert np.allclose(stored, far, atol=1e-6)
 
 
@@ -88,7 +88,7 @@ def test_exact_stays_the_default(tmp_path):
     rng = np.random.default_rng(1)
     V = unit(rng.standard_normal((50, DIM)))
     s.add_many([StoredMemory(f"m{i}", "n", "t") for i in range(50)], V, encoder=IDENT)
-    assert s.search(V[0], ["n"], 5)[0][0] == "m0" and not s._ann.parts  # exact: no graph built
+    assert s.search(V[0], ["n"], 5)[0][0] == "m0" and not s._backend.ann.parts  # exact: no graph built
     s.close()
 
 
@@ -102,7 +102,7 @@ def test_approximate_search_reads_only_its_namespaces_metadata(store):
     for memory_id in stale:
         s.update(memory_id, s.get(memory_id).revision, lifecycle_state="stale")
     s.forget("b1499", StoredMemory("d2", "big", "forget directive"), unit(np.ones(DIM)), encoder=IDENT)
-    index = s._refresh_search_index()
+    index = s._backend.refresh_search_index()
     states = [index.state_code["stale"]]
     for name in ("big", "small"):
         code = index.ns_code[name]
@@ -124,11 +124,11 @@ def test_graphs_catch_up_with_writes_through_the_change_log(store, monkeypatch):
     """A graph synced after writes (through SupportIndex.changed_since, or in full once the
     bounded log no longer reaches back) holds exactly the namespace's live vectors, as a graph
     built from scratch does; another process's forget leaves it too."""
-    from memgate.retriever import support
+    from memgate.retriever.records import index as support
 
     s, centre = store
     s.search(centre, ["big"], 10, exact=False)  # builds the graph
-    index, ann = s._search_index, s._ann  # noqa: SLF001
+    index, ann = s._backend.search_index, s._backend.ann  # noqa: SLF001
     code = index.ns_code["big"]
     other = EmbeddedStore(s.path, IDENT, fsync=False, audit=None)  # another handle: another process
     directive = StoredMemory("b0001-forget", "big", "a forget directive", source_type="correction")
@@ -136,7 +136,7 @@ def test_graphs_catch_up_with_writes_through_the_change_log(store, monkeypatch):
     s.add_many([StoredMemory("b9999", "big", "a late record")], unit(centre[None]), encoder=IDENT)
     monkeypatch.setattr(support, "LOG_KEEP", 1)  # the next catch-up finds the log too short
     s.add_many([StoredMemory("b9998", "big", "one more")], unit(centre[None] + 0.01), encoder=IDENT)
-    part = ann.partition(code, s._refresh_search_index(), s.vector_matrix())  # noqa: SLF001
+    part = ann.partition(code, s._backend.refresh_search_index(), s.vector_matrix())  # noqa: SLF001
     live = index.namespace_positions(code)
     live = live[index.alive[live]]
     held = np.flatnonzero(part.slots >= 0)

@@ -13,8 +13,8 @@ import pytest
 from benchmarks.fault_disk import FILE_STORES, damaged_vector_file, disk_full
 from benchmarks.fault_suite import Zygote, cas_races, kill_loop, late_open
 from memgate.retriever import EmbeddedStore, StoredMemory
-from memgate.retriever.qdrant_store import QdrantStore
-from memgate.retriever.schema import DamagedStoreError, StoreFullError
+from memgate.retriever.errors import DamagedStoreError, StoreFullError
+from memgate.retriever.stores.qdrant.store import QdrantStore
 from tests import pg_test_server
 from tests.retriever.store_helpers import IDENT, KINDS, vec
 
@@ -31,18 +31,16 @@ def zygote():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", KINDS)
-def test_kill_9_at_random_moments_loses_no_acknowledged_write(tmp_path, zygote, kind):
-    stats = kill_loop(kind, tmp_path, KILLS, seed=7, zygote=zygote, min_s=0.1, max_s=0.6)
+def test_kill_9_at_random_moments_loses_no_acknowledged_write(tmp_path, zygote, store_kind):
+    stats = kill_loop(store_kind, tmp_path, KILLS, seed=7, zygote=zygote, min_s=0.1, max_s=0.6)
     assert stats["kills"] == KILLS
     assert stats["acknowledged_writes"] >= KILLS and stats["records_checked"] > 0
     assert stats["in_flight_applied"] + stats["in_flight_absent"] <= KILLS
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", KINDS)
-def test_two_process_cas_races_have_exactly_one_winner(tmp_path, zygote, kind):
-    assert cas_races(kind, tmp_path, RACES, zygote=zygote)["exactly_one_winner"] == RACES
+def test_two_process_cas_races_have_exactly_one_winner(tmp_path, zygote, store_kind):
+    assert cas_races(store_kind, tmp_path, RACES, zygote=zygote)["exactly_one_winner"] == RACES
 
 
 def test_a_qdrant_store_opened_during_anothers_write_never_reads_stale_points(tmp_path, zygote):
@@ -75,7 +73,7 @@ def test_a_qdrant_batch_killed_mid_write_is_completed_on_open(tmp_path, stage):
     def hook(name):
         if stage == "torn_points" and name == "after_journal":
             # what a kill inside batch_update_points leaves in local mode: some points written
-            journal = store._meta_point().payload["_journal"]
+            journal = store._backend.journal.meta_point().payload["_journal"]
             from qdrant_client import models as qm
             half = journal["points"][: len(journal["points"]) // 2]
             store.client.upsert("mem", [qm.PointStruct(**p) for p in half], wait=True)
@@ -83,7 +81,7 @@ def test_a_qdrant_batch_killed_mid_write_is_completed_on_open(tmp_path, stage):
         if name == stage:
             raise Killed
 
-    store._fault_hook = hook
+    store._backend.fault_hook = hook
     with pytest.raises(Killed):
         store.add_many(mems, vectors, encoder=IDENT)
     store.close()  # (the in-memory state goes with the process)
@@ -95,7 +93,7 @@ def test_a_qdrant_batch_killed_mid_write_is_completed_on_open(tmp_path, stage):
         assert got.text == m.text and np.allclose(reopened.vectors_for([m.memory_id])[m.memory_id], vec(m.text))
     entries = [e for e in reopened.changes_since(0)[1] if e.alive]
     slots = [e.slot for e in entries]
-    assert len(slots) == len(set(slots)) == 17 and max(slots) < int(reopened._meta()["next_slot"])
+    assert len(slots) == len(set(slots)) == 17 and max(slots) < int(reopened._backend.meta()["next_slot"])
     assert reopened.version() == 3 and reopened.get("old00").kind == "before"
     # the store goes on: the next write takes fresh slots
     more = reopened.add(StoredMemory("after", "alice", "after the crash"), vec("after"), encoder=IDENT)
@@ -111,7 +109,7 @@ def test_a_qdrant_forget_killed_mid_write_is_completed_on_open(tmp_path):
         if name == "after_journal":
             raise Killed
 
-    store._fault_hook = hook
+    store._backend.fault_hook = hook
     with pytest.raises(Killed):
         store.forget("secret", StoredMemory("secret-f", "alice", "forget the pin"), vec("f"), encoder=IDENT)
     store.close()  # (the in-memory state goes with the process)
@@ -146,8 +144,8 @@ def test_sqlites_own_disk_full_is_said_and_the_handle_writes_again(tmp_path):
     portable, no mount needed."""
     store = EmbeddedStore(tmp_path / "s", IDENT, fsync=False)
     store.add(StoredMemory("first", "alice", "the first note"), vec("first"), encoder=IDENT)
-    (pages,) = store._db.execute("PRAGMA page_count").fetchone()
-    store._db.execute(f"PRAGMA max_page_count = {pages}")
+    (pages,) = store._backend.db.execute("PRAGMA page_count").fetchone()
+    store._backend.db.execute(f"PRAGMA max_page_count = {pages}")
     refused = 0
     for i in range(200):
         m = StoredMemory(f"m{i}", "alice", f"note {i} " + "words " * 200)
@@ -160,7 +158,7 @@ def test_sqlites_own_disk_full_is_said_and_the_handle_writes_again(tmp_path):
             if refused == 3:
                 break
     assert refused == 3
-    store._db.execute(f"PRAGMA max_page_count = {pages * 1000}")
+    store._backend.db.execute(f"PRAGMA max_page_count = {pages * 1000}")
     store.add(StoredMemory("after", "alice", "after the disk was freed"), vec("after"), encoder=IDENT)
     assert store.get("after", namespace="alice").text == "after the disk was freed" and store.verify() == []
     store.close()

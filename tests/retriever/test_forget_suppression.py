@@ -14,7 +14,7 @@ import pytest
 from memgate.contract.records import QueryContext
 from memgate.contract.text_normal import normal_tokens
 from memgate.retriever import AuditLog, StoredMemory, SuppressedContentError
-from memgate.retriever.suppression import entries_for, matching
+from memgate.retriever.records.suppression import entries_for, matching
 from tests import pg_test_server
 from tests.retriever.store_helpers import IDENT, KINDS, make_retriever, make_store, vec
 

@@ -25,9 +25,11 @@ from pgvector.psycopg import register_vector
 from memgate.commands.store import main as store_cli
 from memgate.contract.records import QueryContext
 from memgate.retriever import AuditLog, StoredMemory, StoreError
-from memgate.retriever.pg_connection import StoreUnavailableError, redact_url
-from memgate.retriever.pg_local import LocalServer
-from memgate.retriever.pg_store import PostgresStore, record_signature
+from memgate.retriever.records.index import record_signature
+from memgate.retriever.stores.postgres.connection import redact_url
+from memgate.retriever.stores.postgres.local import LocalServer
+from memgate.retriever.stores.postgres.search import filter_clause
+from memgate.retriever.stores.postgres.store import PostgresStore, StoreUnavailableError
 from tests import pg_test_server
 from tests.retriever.store_helpers import IDENT, make_retriever, vec
 
@@ -36,7 +38,7 @@ REPO = Path(__file__).resolve().parents[2]
 CHILD = textwrap.dedent("""
     import json, sys
     from memgate.contract.records import QueryContext
-    from memgate.retriever.pg_store import PostgresStore
+    from memgate.retriever.stores.postgres import PostgresStore
     from tests.retriever.store_helpers import IDENT, make_retriever
     r = make_retriever(PostgresStore(sys.argv[1], IDENT, schema=sys.argv[2]))
     print("ready", flush=True)
@@ -182,9 +184,9 @@ def test_the_urls_password_appears_in_no_error_log_or_audit_line(tmp_path, caplo
     store = PostgresStore(good, IDENT, schema="pw", audit=AuditLog(tmp_path / "audit.jsonl"))
     store.add(StoredMemory("m", "alice", "hello"), vec("m"), encoder=IDENT)
     store.forget("m", StoredMemory("m-f", "alice", "forget it"), vec("f"), encoder=IDENT)
-    texts += [store.where, store._describe(), repr(store), (tmp_path / "audit.jsonl").read_text()]
+    texts += [store.where, store._backend.describe(), repr(store), (tmp_path / "audit.jsonl").read_text()]
     with pytest.raises(StoreError) as err:  # a statement error on the open connection
-        store._rows("SELECT * FROM {s}.no_such_table")
+        store._backend._rows("SELECT * FROM {s}.no_such_table")
     texts.append(str(err.value))
     store.close()
     assert store_cli(["list", "--backend", "postgres", "--url", wrong, "--collection", "pw"]) == 2
@@ -208,7 +210,7 @@ def test_a_filter_keeping_1_percent_of_100k_rows_still_returns_k(tmp_path):
     keep = rng.random(n) < 0.01
     common, rare = (StoredMemory("x", "bulk", "t", policy_tags=(tag,)) for tag in ("common", "rare"))
     sig = {True: record_signature(rare), False: record_signature(common)}
-    data = {flag: store._data(m) for flag, m in ((True, rare), (False, common))}
+    data = {flag: store._backend._data(m) for flag, m in ((True, rare), (False, common))}
     with psycopg.connect(pg_test_server.url(), autocommit=True) as conn:
         table = psycopg.sql.Identifier(store.schema, "records")
         conn.execute(psycopg.sql.SQL("DROP INDEX {}").format(psycopg.sql.Identifier(store.schema, "records_embedding")))
@@ -239,17 +241,17 @@ def test_a_filter_keeping_1_percent_of_100k_rows_still_returns_k(tmp_path):
     # exact search over the whole namespace is brute force (an ORDER BY the index could serve as
     # a prefix made PostgreSQL pick the HNSW scan plus an incremental sort: approximate)
     brute = np.argsort(-(vectors @ q), kind="stable")[:k]
-    seen, rows = [], store._rows
-    store._rows = lambda template, params=(), **kw: seen.append((template, params)) or rows(template, params, **kw)
+    seen, rows = [], store._backend._rows
+    store._backend._rows = lambda template, params=(), **kw: seen.append((template, params)) or rows(template, params, **kw)
     assert [h[0] for h in store.search(q, ["bulk"], k)] == [f"r{i:06d}" for i in brute]
-    store._rows = rows
+    store._backend._rows = rows
     (template, params), = [(t, p) for t, p in seen if "ORDER BY" in t][:1]
     with psycopg.connect(pg_test_server.url(), autocommit=True) as conn:
         register_vector(conn)
         conn.execute(psycopg.sql.SQL("SET search_path = public"))
-        plan = "\n".join(r[0] for r in conn.execute(psycopg.sql.SQL("EXPLAIN ") + store._q(template), params))
+        plan = "\n".join(r[0] for r in conn.execute(psycopg.sql.SQL("EXPLAIN ") + store._backend._q(template), params))
     assert "records_embedding" not in plan, plan  # exact: never through the HNSW index
-    where, params = store._filter(["bulk"], (), (), [sig[False]])
+    where, params = filter_clause(["bulk"], (), (), [sig[False]])
     with psycopg.connect(pg_test_server.url(), autocommit=True) as conn:
         register_vector(conn)
         explain = psycopg.sql.SQL(f"EXPLAIN SELECT memory_id FROM {{}} r WHERE {where} "

@@ -21,9 +21,9 @@ from memgate.retriever import (
     StoredMemory,
     StoreError,
 )
-from memgate.retriever.pg_schema import POSTGRES_FORMAT, from_db, to_db
-from memgate.retriever.pg_store import PostgresStore
-from memgate.retriever.semantics import RecordSemantics
+from memgate.retriever.records.rules import Records as RecordSemantics
+from memgate.retriever.stores.postgres.store import PostgresStore
+from memgate.retriever.stores.postgres.tables import POSTGRES_FORMAT, from_db, to_db
 from tests import pg_test_server
 from tests.integrations.surfaces import SURFACES, open_surface
 from tests.retriever.store_helpers import DIM, IDENT, make_retriever, make_store, vec
@@ -116,12 +116,12 @@ def test_a_batch_is_one_transaction(store):
         if stage == "before_commit":
             raise Killed
 
-    store._fault_hook = die
+    store._backend.fault_hook = die
     with pytest.raises(Killed):
         store.add_many(batch[:5], np.stack([vec(m.text) for m in batch[:5]]), encoder=IDENT)
     with pytest.raises(Killed):
         store.forget("kept", StoredMemory("kept-f", "alice", "forget it"), vec("f"), encoder=IDENT)
-    store._fault_hook = None
+    store._backend.fault_hook = None
     assert store.version() == version and store.ids() == ["kept"] and store.get("kept").text == "kept"
     assert store.export_suppression()["entries"] == [] and store.verify() == []
     store.add_many(batch[:5], np.stack([vec(m.text) for m in batch[:5]]), encoder=IDENT)  # goes on
@@ -154,10 +154,10 @@ def test_cas_is_a_conditional_update(store):
     with pytest.raises(StaleRevisionError):
         store.update("m", 1, kind="other")
     # the SQL guard on its own: a row write based on a revision that is not stored changes nothing
-    with store._write():
-        stale = store._load("m", "alice").replace(revision=2)  # (stored: 2; "based on" 1)
+    with store._backend.write():
+        stale = store._backend.load("m", "alice").replace(revision=2)  # (stored: 2; "based on" 1)
         with pytest.raises(StaleRevisionError):
-            store._put(stale, store._bump("seq"))
+            store._backend.put(stale, store._backend.bump("seq"))
     assert store.get("m").revision == 2 and store.get("m").kind == "note"
 
 
@@ -176,9 +176,9 @@ def test_the_kleene_exclusions_go_as_signatures_not_as_ids(tmp_path, store):
             s.retire(f"m{i:03d}", 1)
     rules = {"personal": {"reason": "purpose", "allow_only": ["chat"]}, "work": {}}
     calls, statements = [], []
-    search, rows = store.search, store._rows
+    search, rows = store.search, store._backend._rows
     store.search = lambda *a, **kw: calls.append(kw) or search(*a, **kw)
-    store._rows = lambda template, params=(), **kw: statements.append((template, params)) or rows(template, params, **kw)
+    store._backend._rows = lambda template, params=(), **kw: statements.append((template, params)) or rows(template, params, **kw)
     results = {}
     for kind, s in (("postgres", store), ("embedded", embedded)):
         r = make_retriever(s, policy_rules=rules, fail_mode="closed")
@@ -273,7 +273,7 @@ def test_a_failed_vacuum_after_a_forget_warns_and_keeps_the_forget(store, caplog
     """VACUUM runs after the commit (it cannot run inside a transaction): when it fails (a role
     that does not own the table, say), the forget stands and the store says so once."""
     store.add(StoredMemory("m", "alice", "a detail to forget"), vec("m"), encoder=IDENT)
-    store._sql["VACUUM (INDEX_CLEANUP ON) {s}.records"] = psycopg.sql.SQL("VACUUM no_such_schema.no_such_table")
+    store._backend._sql["VACUUM (INDEX_CLEANUP ON) {s}.records"] = psycopg.sql.SQL("VACUUM no_such_schema.no_such_table")
     directive = store.forget("m", StoredMemory("m-f", "alice", "forget it"), vec("f"), encoder=IDENT)
     assert store.get("m").forgotten and store.get(directive.memory_id) is not None
     assert "stay in the data files until the next (auto)vacuum" in caplog.text

@@ -7,8 +7,6 @@ payloads; CAS conflicts; encoder mismatch refused; record semantics match Embedd
 
 from __future__ import annotations
 
-import hashlib
-import itertools
 import json
 
 import numpy as np
@@ -29,33 +27,12 @@ from memgate.retriever import (
     Supersedes,
     UnknownMemoryError,
 )
-from memgate.retriever.pg_store import PostgresStore  # noqa: E402
-from memgate.retriever.qdrant_store import VECTOR_NAME, QdrantStore  # noqa: E402
-from tests.retriever.store_helpers import KINDS, make_store, supersession_and_derivation_writes  # noqa: E402
-
-DIM = 16
-IDENT = {"id": "fake-hash-encoder", "revision": "1", "normalize": True, "dim": DIM}
-ACL = {"alice": {"alice"}, "bob": {"bob"}, "team": {"alice", "bob"}}
-
-
-class FakeEncoder:
-    """Deterministic text -> unit vector (a hash seed); no model download, no cache."""
-
-    def __init__(self, identity=IDENT):
-        self.identity = dict(identity)
-
-    def encode(self, texts, progress=False):
-        out = []
-        for t in texts:
-            seed = int.from_bytes(hashlib.sha256(t.encode()).digest()[:8], "little")
-            v = np.random.default_rng(seed).normal(size=self.identity["dim"]).astype(np.float32)
-            out.append(v / np.linalg.norm(v))
-        return np.stack(out)
-
-
-def fixed_clock():
-    counter = itertools.count()
-    return lambda: f"2026-01-01T00:00:{next(counter) % 60:02d}+00:00"
+from memgate.retriever.stores.postgres.store import PostgresStore  # noqa: E402
+from memgate.retriever.stores.qdrant.store import VECTOR_NAME, QdrantStore  # noqa: E402
+from tests.fakes import ACL, DIM, IDENT  # noqa: E402
+from tests.fakes import HashEncoder as FakeEncoder  # noqa: E402
+from tests.fakes import minute_clock as fixed_clock  # noqa: E402
+from tests.retriever.store_helpers import supersession_and_derivation_writes  # noqa: E402
 
 
 @pytest.fixture
@@ -257,20 +234,10 @@ def test_reopened_store_rebuilds_the_index_and_excludes_by_id(tmp_path):
 # ----------------------------------------------------------------------------- one search path
 
 
-def store_pair(tmp_path):
-    """Every store kind, empty, keyed by name (parametrised tests run each one)."""
-    return {"embedded": EmbeddedStore(tmp_path / "emb", IDENT, audit=None, fsync=False,
-                                      clock=fixed_clock()),
-            "qdrant": QdrantStore("mem", IDENT, location=":memory:", clock=fixed_clock()),
-            "postgres": make_store("postgres", tmp_path)}
-
-
-@pytest.mark.parametrize("kind", KINDS)
-def test_search_filters_before_truncation(tmp_path, kind):
+def test_search_filters_before_truncation(new_store):
     """The top of the unfiltered ranking is all other namespaces (and excluded states): the
     filtered search still returns k records from the readable part."""
-    stores = store_pair(tmp_path)
-    store = stores[kind]
+    store = new_store()
     rng = np.random.default_rng(6)
     q = rng.normal(size=DIM)
     q /= np.linalg.norm(q)
@@ -311,14 +278,10 @@ def test_search_filters_before_truncation(tmp_path, kind):
     unfiltered = [h[0] for h in search(q, ["alice"], 5)]
     assert [(e.memory_id, e.cosine_rank) for e in res.excluded] == list(zip(unfiltered, range(1, 6)))
     assert all(m.startswith("s") for m in unfiltered) and res.excluded_counts == {"lifecycle": 10}
-    for s in stores.values():
-        s.close()
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_no_public_store_call_bypasses_the_namespace_filter(tmp_path, kind):
-    stores = store_pair(tmp_path)
-    store = stores[kind]
+def test_no_public_store_call_bypasses_the_namespace_filter(new_store, store_kind):
+    kind, store = store_kind, new_store()
     rng = np.random.default_rng(7)
     secret = rng.normal(size=DIM)
     store.add(StoredMemory("bob-secret", "bob", "bob's pin is 4321", markers=("4321",)), secret, encoder=IDENT)
@@ -357,12 +320,10 @@ def test_no_public_store_call_bypasses_the_namespace_filter(tmp_path, kind):
              "local", "schema", "where", "filters_signatures", "vacuum_on_forget"}
     public = {n for n in dir(store) if not n.startswith("_")} - attrs
     assert public == filtered | by_id_or_admin | extra, sorted(public ^ (filtered | by_id_or_admin | extra))
-    for s in stores.values():
-        s.close()
 
 
 def test_both_stores_share_one_implementation_of_record_semantics():
-    from memgate.retriever.semantics import RecordSemantics
+    from memgate.retriever.records.rules import Records as RecordSemantics
     for name in ("add", "add_many", "update", "correct", "retire", "mark_reviewed", "forget",
                  "check_encoder", "_flag_derived", "_cas", "_check_vector"):
         assert getattr(EmbeddedStore, name) is getattr(RecordSemantics, name), name

@@ -38,6 +38,7 @@ from memgate.retriever import (
     operator_trail,
     verify_log,
 )
+from tests.fakes import ACL
 
 REPO = Path(__file__).resolve().parents[2]
 POLICY = {
@@ -45,7 +46,6 @@ POLICY = {
     "roleplay": {"reason": "jailbreak", "deny": ["task_execution"]},
     "health": {"reason": "purpose", "allow_only": ["care"]},
 }
-ACL = {"alice": {"alice"}, "bob": {"bob"}, "team": {"alice", "bob"}}
 
 
 def make_gate(encoder, seed: int = 0, **overrides) -> MemGate:
@@ -512,7 +512,7 @@ _WRITER = textwrap.dedent(
     def hook(s):
         if s == stage and count["n"] == at:
             os.kill(os.getpid(), signal.SIGKILL)
-    store._fault_hook = hook
+    store._backend.fault_hook = hook
     rng = np.random.default_rng(0)
     for i in range(10**6):
         count["n"] = i

@@ -14,7 +14,7 @@ from memgate.contract.admissibility import SupersessionScope  # noqa: E402
 from memgate.contract.records import QueryContext  # noqa: E402
 from memgate.model.gate import MemGate, MemGateConfig  # noqa: E402
 from memgate.retriever import EmbeddedStore, GatedRetriever, RetrieverConfig, StoredMemory, Supersedes  # noqa: E402
-from memgate.retriever.support import top_by_score  # noqa: E402
+from memgate.retriever.vectors import top_by_score  # noqa: E402
 from tests.retriever.store_helpers import DIM, IDENT, HashEncoder, vec  # noqa: E402
 
 POLICY = {"personal": {}, "roleplay": {"reason": "jailbreak", "deny": ["task_execution"]}}
@@ -75,7 +75,7 @@ def test_array_search_returns_what_the_protocol_search_returns(tmp_path, exact):
     for g, k in ((gate, 10), (None, 10), (gate, 3)):
         fast = EmbeddedStore(tmp_path / "s", IDENT, fsync=False, audit=None, ann_threshold=300)
         got = _run(fast, g, exact, k)
-        assert fast._ann is not None and (exact or fast._ann.parts)  # the graph path ran
+        assert fast._backend.ann is not None and (exact or fast._backend.ann.parts)  # the graph path ran
         fast.close()
         plain = ProtocolSearchStore(tmp_path / "s", IDENT, fsync=False, audit=None, ann_threshold=300)
         want = _run(plain, g, exact, k)

@@ -4,6 +4,7 @@ and a newer or unknown format is refused with the fix."""
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import sqlite3
@@ -14,8 +15,9 @@ import pytest
 
 from memgate.contract.records import QueryContext
 from memgate.retriever import EmbeddedStore, GatedRetriever, RetrieverConfig, StoredMemory
-from memgate.retriever.qdrant_store import QDRANT_FORMAT, VECTOR_NAME, QdrantStore, point_id
-from memgate.retriever.store import STORE_FORMAT
+from memgate.retriever.stores.embedded.layout import STORE_FORMAT
+from memgate.retriever.stores.qdrant.store import QDRANT_FORMAT, VECTOR_NAME, QdrantStore, point_id
+from tests.fakes import HashEncoder
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 IDENT = {"id": "fixture-hash-encoder", "revision": "1", "normalize": True, "dim": 16}
@@ -30,16 +32,7 @@ EXPECTED = {  # (namespace, lifecycle, text) of every record the fixture holds
 }
 
 
-class FixtureEncoder:
-    identity = dict(IDENT)
-
-    def encode(self, texts, progress=False):
-        import hashlib
-        out = []
-        for t in texts:
-            seed = int.from_bytes(hashlib.sha256(t.encode()).digest()[:8], "little")
-            out.append(np.random.default_rng(seed).normal(size=16).astype(np.float32))
-        return np.stack(out)
+FixtureEncoder = functools.partial(HashEncoder, IDENT, unit=False)  # the fixtures' vectors, as drawn
 
 
 def v1_qdrant(tmp_path, edit=None, fixture="qdrant_v1.json") -> Path:
@@ -70,7 +63,7 @@ def check_migrated(store) -> None:
     assert store.get("b-note", namespace="bob").kind == "preference"
     assert store.get("a-trip", namespace="alice").superseded_in[0].by == "a-trip-new"
     # the derivation link survives, now between namespaced keys
-    assert store._children("alice", "a-phone") == [("alice", "a-card")]
+    assert store._backend.children("alice", "a-phone") == [("alice", "a-card")]
     store.correct("a-card", store.get("a-card", namespace="alice").revision, "Contact card, corrected.",
                   FixtureEncoder().encode(["x"])[0], encoder=IDENT, namespace="alice")
     # scoped ids now: bob may take an id alice uses, and the suppression list works on the store
@@ -90,7 +83,7 @@ def test_a_format_1_embedded_store_is_migrated(tmp_path):
     with sqlite3.connect(path / "store.sqlite") as db:
         assert db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() == ("memgate-store/1",)
     store = EmbeddedStore(path, IDENT)
-    meta = store._meta()
+    meta = store._backend.meta()
     assert meta["format"] == STORE_FORMAT and meta["migrated_from"] == "memgate-store/1"
     check_migrated(store)
     store.close()
@@ -118,7 +111,7 @@ def test_a_torn_format_1_collection_is_repaired_by_the_migration(tmp_path):
     assert store.verify() == []
     entries = [e for e in store.changes_since(0)[1] if e.alive]
     slots = [e.slot for e in entries]
-    assert len(slots) == len(set(slots)) and max(slots) < int(store._meta()["next_slot"])
+    assert len(slots) == len(set(slots)) and max(slots) < int(store._backend.meta()["next_slot"])
     matrix = store.vector_matrix()
     for e in entries:  # the slot-keyed mirror holds each record's own vector
         own = store.vectors_for([e.memory_id], namespace=e.namespace)[e.memory_id]
@@ -145,7 +138,7 @@ def check_still_refused(store) -> None:
     its (plain ASCII) text and marker."""
     from memgate.retriever import SuppressedContentError
     assert store.verify() == []
-    entries = store._suppressed(["alice"])
+    entries = store._backend.suppressed(["alice"])
     assert sorted((e.kind, e.version, e.key_id, e.whole) for e in entries) == [
         ("marker", 1, "", False), ("text", 1, "", False)]
     v = FixtureEncoder().encode(["x"])[0]
@@ -158,7 +151,7 @@ def check_still_refused(store) -> None:
     # a new forget writes version-2 entries beside the old ones; both are checked
     store.add(StoredMemory("a-gate", "alice", "The gate code is 9921."), v, encoder=IDENT)
     store.forget("a-gate", StoredMemory("a-gate-f", "alice", "forget the gate"), v, encoder=IDENT)
-    assert sorted({e.version for e in store._suppressed(["alice"])}) == [1, 2]
+    assert sorted({e.version for e in store._backend.suppressed(["alice"])}) == [1, 2]
     for text in ("THE GATE CODE IS 99-21", FORGOTTEN_V2):
         with pytest.raises(SuppressedContentError):
             store.add(StoredMemory("again", "alice", text), v, encoder=IDENT)
@@ -172,12 +165,12 @@ def test_a_format_2_embedded_store_keeps_refusing_its_forgotten_detail(tmp_path)
         assert db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() == ("memgate-store/2",)
         key = db.execute("SELECT value FROM meta WHERE key = 'suppression_key'").fetchone()[0]
     store = EmbeddedStore(path, IDENT)
-    meta = store._meta()
+    meta = store._backend.meta()
     assert (meta["format"], meta["migrated_from"], meta["suppression_key"]) == (STORE_FORMAT, "memgate-store/2", key)
     check_still_refused(store)
     store.close()
     reopened = EmbeddedStore(path)
-    assert reopened.verify() == [] and reopened._meta()["format"] == STORE_FORMAT
+    assert reopened.verify() == [] and reopened._backend.meta()["format"] == STORE_FORMAT
     reopened.close()
 
 

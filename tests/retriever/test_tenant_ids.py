@@ -16,16 +16,15 @@ from memgate.retriever import (
     StoredMemory,
     UnknownMemoryError,
 )
-from tests.retriever.store_helpers import IDENT, KINDS, make_retriever, make_store, vec
+from tests.retriever.store_helpers import IDENT, make_retriever, vec
 
 
 def ctx(qid, principal="alice", namespaces=None):
     return QueryContext(query_id=qid, text="", principal=principal, namespaces=namespaces)
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_another_tenants_id_answers_like_a_free_id_in_the_store(tmp_path, kind):
-    store = make_store(kind, tmp_path)
+def test_another_tenants_id_answers_like_a_free_id_in_the_store(new_store):
+    store = new_store()
     store.add(StoredMemory("b-secret", "bob", "bob's pin is 4321"), vec("b"), encoder=IDENT)
     outcomes = {}
     for memory_id in ("b-secret", "never-used"):  # a tenant's id and a free one
@@ -70,9 +69,8 @@ def test_another_tenants_id_answers_like_a_free_id_in_the_store(tmp_path, kind):
     store.close()
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_through_the_retriever_no_call_reveals_another_tenants_ids(tmp_path, kind):
-    r = make_retriever(make_store(kind, tmp_path))
+def test_through_the_retriever_no_call_reveals_another_tenants_ids(new_store):
+    r = make_retriever(new_store())
     r.add("Bob's pin is 4321.", namespace="bob", principal="bob", memory_id="b-pin")
     r.add("Bob's directive slot.", namespace="bob", principal="bob", memory_id="b-dir")
     answers = {}
@@ -104,9 +102,8 @@ def test_through_the_retriever_no_call_reveals_another_tenants_ids(tmp_path, kin
     r.store.close()
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_an_empty_memory_id_is_refused_not_replaced(tmp_path, kind):
-    r = make_retriever(make_store(kind, tmp_path))
+def test_an_empty_memory_id_is_refused_not_replaced(new_store):
+    r = make_retriever(new_store())
     for bad in ("", 0):
         with pytest.raises(ValueError, match="field 'memory_id' must be a (non-empty )?string"):
             r.add("a note", namespace="alice", principal="alice", memory_id=bad)
@@ -120,10 +117,9 @@ def test_an_empty_memory_id_is_refused_not_replaced(tmp_path, kind):
     r.store.close()
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_a_plain_string_namespaces_means_one_namespace_everywhere(tmp_path, kind):
+def test_a_plain_string_namespaces_means_one_namespace_everywhere(new_store):
     assert QueryContext(query_id="q", text="", principal=None, namespaces="alice").namespaces == frozenset({"alice"})
-    store = make_store(kind, tmp_path)
+    store = new_store()
     r = make_retriever(store)
     r.add("alice's tea", namespace="alice", principal="alice", memory_id="a1")
     r.add("bob's tea", namespace="bob", principal="bob", memory_id="b1")
@@ -136,9 +132,8 @@ def test_a_plain_string_namespaces_means_one_namespace_everywhere(tmp_path, kind
     store.close()
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_memory_text_beyond_the_limit_is_refused(tmp_path, kind):
-    store = make_store(kind, tmp_path)
+def test_memory_text_beyond_the_limit_is_refused(new_store):
+    store = new_store()
     r = make_retriever(store)
     long = "x" * (MAX_TEXT_CHARS + 1)
     with pytest.raises(ValueError, match=r"8,193 characters, beyond the limit of 8,192"):

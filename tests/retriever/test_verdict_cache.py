@@ -1,4 +1,4 @@
-"""The retriever's cached Kleene verdicts (memgate.retriever.verdict_cache) equal uncached ones.
+"""The retriever's cached Kleene verdicts (memgate.retriever.query.verdicts) equal uncached ones.
 
 A long-lived retriever answers every query through its cache while another retriever on the same
 store (another process, as far as the first can tell: the first learns of its writes only through
@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from memgate.contract.admissibility import SupersessionScope
 from memgate.contract.records import QueryContext
 from memgate.retriever import Supersedes
-from memgate.retriever.schema import Applicability
+from memgate.retriever.records.memory import Applicability
 from tests.retriever.store_helpers import KINDS, make_retriever, make_store
 
 POLICY = {"personal": {}, "roleplay": {"reason": "jailbreak", "deny": ["task_execution"]}}

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from memgate.retriever.schema import StoredMemory
+from memgate.retriever.records.memory import StoredMemory
 
 
 @dataclass(frozen=True)

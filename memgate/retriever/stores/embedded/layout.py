@@ -1,12 +1,7 @@
-"""``EmbeddedStore``'s files on disk: their names, the store format, the SQLite schema and its
-format-1 migration, and the integrity check over them (``verify``, a mixin of
-:class:`memgate.retriever.EmbeddedStore`)."""
+"""The embedded store's files on disk: their names, the store format, the SQLite tables and their
+migrations from formats 1 and 2."""
 
 from __future__ import annotations
-
-import zlib
-
-import numpy as np
 
 STORE_FORMAT = "memgate-store/3"
 OLDER_FORMATS = ("memgate-store/1", "memgate-store/2")
@@ -14,7 +9,7 @@ DB_FILE = "store.sqlite"
 VECTOR_FILE = "vectors.f32"
 AUDIT_FILE = "audit.jsonl"
 
-_SCHEMA = """
+_TABLES = """
 CREATE TABLE IF NOT EXISTS records (
     namespace TEXT NOT NULL,
     memory_id TEXT NOT NULL,
@@ -51,7 +46,7 @@ DROP INDEX IF EXISTS records_seq;
 DROP INDEX IF EXISTS derivations_parent;
 ALTER TABLE records RENAME TO records_v1;
 ALTER TABLE derivations RENAME TO derivations_v1;
-{schema};
+{tables};
 INSERT INTO records SELECT namespace, memory_id, text, slot, vec_crc, revision, seq,
     lifecycle_state, data FROM records_v1;
 INSERT INTO derivations SELECT c.namespace, d.child, p.namespace, d.parent FROM derivations_v1 d
@@ -75,40 +70,4 @@ _ROW_FIELDS = ("memory_id", "namespace", "text", "revision", "lifecycle_state")
 _COLUMNS = "memory_id, namespace, text, revision, lifecycle_state, data"
 
 
-class StoreIntegrity:
-    """``verify()`` over the records table, the vector file and the purge queue."""
-
-    def verify(self) -> list[str]:
-        """Integrity problems (empty when sound): vectors that do not match their CRC, records
-        without text or vector that are not forgotten, forgotten records that kept either,
-        slots beyond the vector file or the slot counter, purges still pending."""
-        problems = []
-        truncated = self._vector_file_problem()
-        if truncated:
-            problems.append(f"{self._vpath}: {truncated}")
-        matrix = self.vector_matrix()
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT namespace, memory_id, text, slot, vec_crc, lifecycle_state FROM records").fetchall()
-            pending = self._db.execute("SELECT COUNT(*) FROM purge").fetchone()[0]
-            next_slot = int(self._meta()["next_slot"])
-        for namespace, memory_id, text, slot, crc, state in rows:
-            name = f"{namespace}/{memory_id}"
-            if state == "forgotten":
-                if text is not None or slot is not None:
-                    problems.append(f"{name}: forgotten but kept its text or vector")
-                continue
-            if text is None or slot is None or crc is None:
-                problems.append(f"{name}: half record (text={text is not None}, slot={slot})")
-                continue
-            if slot >= matrix.shape[0] or slot >= next_slot:
-                problems.append(f"{name}: slot {slot} beyond the vector file or the slot counter")
-                continue
-            if zlib.crc32(np.asarray(matrix[slot], dtype="<f4").tobytes()) != crc:
-                problems.append(f"{name}: vector does not match its checksum")
-        if pending:
-            problems.append(f"{pending} vector purge(s) pending")
-        return problems
-
-
-__all__ = ["AUDIT_FILE", "DB_FILE", "OLDER_FORMATS", "STORE_FORMAT", "VECTOR_FILE", "StoreIntegrity"]
+__all__ = ["AUDIT_FILE", "DB_FILE", "OLDER_FORMATS", "STORE_FORMAT", "VECTOR_FILE"]

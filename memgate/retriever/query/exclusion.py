@@ -1,21 +1,25 @@
 """Kleene exclusion over the whole candidate support, before any truncation: the lifecycle
 resolved for a query (scoped supersession, validity windows), one verdict per distinct metadata
 signature through :func:`memgate.contract.records.route_verdict`, the exclusions as a store
-search filter, and the excluded ids logged with their reasons (a mixin of
-:class:`memgate.retriever.GatedRetriever`)."""
+search filter, and the excluded ids logged with their reasons."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple, Optional
+from typing import Any, NamedTuple, Optional
 
 import numpy as np
 
 from memgate.contract.admissibility import SupersessionScope, effective_state
 from memgate.contract.records import MemoryRecord, QueryContext, route_verdict
-from memgate.retriever.ranking import _Ranking
-from memgate.retriever.results import Exclusion
-from memgate.retriever.verdict_cache import A_FALSE, A_NONE, A_TRUE, ExclusionSummary, SignatureVerdicts
+from memgate.retriever.config import RetrieverConfig
+from memgate.retriever.query.index import QueryIndex
+from memgate.retriever.query.ranking import Ranking
+from memgate.retriever.query.results import Exclusion
+from memgate.retriever.query.verdicts import A_FALSE, A_NONE, A_TRUE, ExclusionSummary, SignatureVerdicts
+from memgate.retriever.stores.base import MemoryStore
+
+SearchFn = Callable[[np.ndarray, frozenset[str], int, None], Any]  # the ranking step's search
 
 
 def resolve_lifecycle(
@@ -54,7 +58,7 @@ def _scopes_from_key(key: tuple) -> tuple:
     return tuple(None if s is None else SupersessionScope(*s) for s in key)
 
 
-class _Verdicts(NamedTuple):
+class Verdicts(NamedTuple):
     """The Kleene step's answer for one query, per signature (never per record)."""
 
     info: dict  # signature code -> (resolved lifecycle, admissible, reasons, unresolved axes)
@@ -79,12 +83,15 @@ class _Verdicts(NamedTuple):
 
 
 class KleeneExclusion:
-    """The exclusion step of the query path (uses the retriever's index, config and search)."""
+    """The exclusion step of the query path over the retriever's query index."""
+
+    def __init__(self, index: QueryIndex, store: MemoryStore, config: RetrieverConfig) -> None:
+        self.index, self.store, self.config = index, store, config
 
     def _decide(self, context: QueryContext, readable: frozenset) -> Callable[[int], tuple]:
         """The verdict of one signature code through :func:`memgate.contract.records.route_verdict`
         (the one implementation of the semantics)."""
-        idx = self._index
+        idx = self.index.support
         verdict_ctx = QueryContext(
             query_id=context.query_id, text="", principal=context.principal, namespaces=readable,
             purpose=context.purpose, intent=context.intent, time=context.time,
@@ -105,12 +112,12 @@ class KleeneExclusion:
             return (resolved, a, tuple(reasons), tuple(verdict.unresolved_axes))
         return decide
 
-    def _verdicts(self, context: QueryContext, readable: frozenset) -> "_Verdicts":
+    def verdicts(self, context: QueryContext, readable: frozenset) -> Verdicts:
         """Kleene verdicts for the whole support, one per metadata signature, cached per
         ``(purpose, intent, subject, time bucket)``; the summary of the support (search filter,
-        counts by reason) cached per readable namespaces too (:mod:`memgate.retriever.verdict_cache`)."""
-        idx = self._index
-        cache = self._verdict_cache
+        counts by reason) cached per readable namespaces too (:mod:`memgate.retriever.query.verdicts`)."""
+        idx = self.index.support
+        cache = self.index.verdicts
         vkey = (context.purpose, context.intent, context.subject, cache.time_bucket(context.time))
         sv = cache.verdicts(vkey)
         n_sigs = len(idx.sig_keys)
@@ -125,12 +132,12 @@ class KleeneExclusion:
             sv.ensure(sig_codes, n_sigs, self._decide(context, readable))
             summary = self._summarise(sig_codes, sv, readable, n_sigs)
             cache.put_summary(skey, summary, codes)
-        return _Verdicts(sv.info, sv.a, summary.keep_sig, ns_mask, summary)
+        return Verdicts(sv.info, sv.a, summary.keep_sig, ns_mask, summary)
 
     def _summarise(self, sig_codes: np.ndarray, sv: SignatureVerdicts, readable: frozenset,
                    n_sigs: int) -> ExclusionSummary:
         """What the support asks of the search, in O(signatures of the readable namespaces)."""
-        idx = self._index
+        idx = self.index.support
         a = sv.a[sig_codes]
         keep = a == A_TRUE if self.config.fail_mode == "closed" else a != A_FALSE
         keep_sig = np.zeros(n_sigs, dtype=bool)
@@ -161,14 +168,14 @@ class KleeneExclusion:
             counts=counts, candidates=int(live.sum()), kept=int(live[keep].sum()),
             unresolved_kept=int(live[keep & (a == A_NONE)].sum()))
 
-    def _exclusion_filter(self, support: np.ndarray, keep: np.ndarray) -> tuple[list, list, list]:
+    def exclusion_filter(self, support: np.ndarray, keep: np.ndarray) -> tuple[list, list, list]:
         """The Kleene exclusions as a store-search filter: lifecycle states whose every readable
         record is excluded go as payload values (``exclude_states``); on a store that keeps each
-        record's :func:`memgate.retriever.semantics.signature_digest` (``filters_signatures``),
+        record's :func:`memgate.retriever.records.index.signature_digest` (``filters_signatures``),
         signatures whose every readable record is excluded go by digest
         (``exclude_signatures``: a verdict is one per signature, so these are few); the other
         excluded records by id (``exclude_ids``)."""
-        idx = self._index
+        idx = self.index.support
         dropped = ~keep
         if not dropped.any():
             return [], [], []
@@ -188,10 +195,11 @@ class KleeneExclusion:
         return (sorted(state_names[c] for c in whole),
                 [(idx.namespaces[p], idx.ids[p]) for p in support[by_id].tolist()], digests)
 
-    def _exclusions(self, verdicts: "_Verdicts", ranking: "_Ranking", readable: frozenset) -> tuple[list, dict]:
+    def exclusions(self, verdicts: Verdicts, ranking: Ranking, readable: frozenset,
+                   search: SearchFn) -> tuple[list, dict]:
         """Excluded ids the unfiltered cosine ranking would have considered (with reasons and
         their rank there), and counts by reason over the whole support (cached)."""
-        idx = self._index
+        idx = self.index.support
         log_depth = self.config.log_excluded_depth
         log_depth = ranking.depth if log_depth is None else log_depth
         excluded: list[Exclusion] = []
@@ -199,7 +207,7 @@ class KleeneExclusion:
             # the unfiltered ranking of the support: the namespace filter only
             top_all = ranking.unfiltered  # (served by the filtered search's store call)
             if top_all is None:
-                top_all = np.asarray(self._search(ranking.query, readable, log_depth, None), dtype=np.int64)
+                top_all = np.asarray(search(ranking.query, readable, log_depth, None), dtype=np.int64)
             out = verdicts.excluded(idx, top_all) if len(top_all) else np.zeros(0, dtype=bool)
             for rank, (p, is_out) in enumerate(zip(top_all.tolist(), out.tolist()), start=1):
                 if is_out:
@@ -209,4 +217,4 @@ class KleeneExclusion:
         return excluded, dict(verdicts.summary.counts)
 
 
-__all__ = ["KleeneExclusion", "resolve_lifecycle"]
+__all__ = ["KleeneExclusion", "Verdicts", "resolve_lifecycle"]

@@ -2,7 +2,7 @@
 signatures, not to their records.
 
 A record's verdict depends only on its metadata signature
-(:func:`memgate.retriever.semantics.signature_key`: namespace, policy tags, lifecycle, the scopes
+(:func:`memgate.retriever.records.index.signature_key`: namespace, policy tags, lifecycle, the scopes
 it was superseded in, its validity window) and on the query's purpose, intent, subject and time;
 its namespace is readable whenever it is in the support. Times enter only through comparisons
 with the boundary dates of the signatures (``time >= valid_from``, ``time < valid_to``, ISO

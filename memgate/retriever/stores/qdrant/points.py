@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Mapping
-from typing import Optional
+from collections.abc import Iterator, Mapping
+from typing import Any, Optional
 
-from memgate.retriever.schema import StoredMemory
-from memgate.retriever.suppression import Suppressed
+from memgate.retriever.records.memory import StoredMemory
+from memgate.retriever.records.suppression import Suppressed
 
 try:  # optional dependency
     from qdrant_client import QdrantClient
@@ -49,9 +49,32 @@ if qm is not None:
                                qm.IsEmptyCondition(is_empty=qm.PayloadField(key="_suppressed"))])
 
 
+def scroll(client: Any, collection: str, flt: Any, payload: Any = True, vectors: Any = False) -> Iterator[Any]:
+    """Every point of ``collection`` that ``flt`` selects (None: every point), page by page."""
+    offset = None
+    while True:
+        points, offset = client.scroll(collection, scroll_filter=flt, limit=1024, offset=offset,
+                                       with_payload=payload, with_vectors=vectors)
+        yield from points
+        if offset is None:
+            return
+
+
+def index_fields(client: Any, collection: str) -> None:
+    """The payload indexes of a record collection (the filters of search, changes_since and the
+    suppression list)."""
+    for field, schema in (("lifecycle_state", qm.PayloadSchemaType.KEYWORD),
+                          ("memory_id", qm.PayloadSchemaType.KEYWORD),
+                          ("derived_from", qm.PayloadSchemaType.KEYWORD),
+                          ("_parents", qm.PayloadSchemaType.KEYWORD),
+                          ("_suppressed.namespace", qm.PayloadSchemaType.KEYWORD),
+                          ("_seq", qm.PayloadSchemaType.INTEGER)):
+        client.create_payload_index(collection, field, schema)
+
+
 def _to_memory(payload: Mapping) -> StoredMemory:
     raw = {k: v for k, v in payload.items() if not k.startswith("_")}
     return StoredMemory.from_dict(raw)
 
 
-__all__ = ["API_KEY_ENV", "OLDER_FORMATS", "QDRANT_FORMAT", "VECTOR_NAME", "point_id"]
+__all__ = ["API_KEY_ENV", "OLDER_FORMATS", "QDRANT_FORMAT", "VECTOR_NAME", "index_fields", "point_id", "scroll"]

@@ -1,6 +1,6 @@
 """Ranking: the store's filtered top ``max(k, rerank_depth)`` (exclusions applied before
 truncation), exact cosines, then the gate's re-scoring of the cosine's top ``rerank_depth`` with
-calibrated drops (a mixin of :class:`memgate.retriever.GatedRetriever`)."""
+calibrated drops."""
 
 from __future__ import annotations
 
@@ -10,13 +10,17 @@ from typing import Optional
 
 import numpy as np
 
-from memgate.retriever.results import GateDrop
-from memgate.retriever.semantics import UNIT_KEEP
-from memgate.retriever.support import exact_cosines, top_by_score
+from memgate.retriever.config import RetrieverConfig
+from memgate.retriever.query.gate import RetrieverGate
+from memgate.retriever.query.index import QueryIndex
+from memgate.retriever.query.results import GateDrop
+from memgate.retriever.records.identity import UNIT_KEEP
+from memgate.retriever.stores.base import MemoryStore
+from memgate.retriever.vectors import exact_cosines, top_by_score
 
 
 @dataclass
-class _Ranking:
+class Ranking:
     final: np.ndarray  # index positions, best first (at most k)
     cos_of: dict  # position -> exact cosine (the head)
     gate_scores: dict  # position -> gate score (the re-scored head)
@@ -32,9 +36,13 @@ class _Ranking:
 
 
 class GatedRanking:
-    """The ranking step of the query path (uses the retriever's index, store, gate and scorer)."""
+    """The ranking step of the query path over the retriever's query index, store and gate."""
 
-    def _search(self, q: np.ndarray, readable: frozenset, n: int,
+    def __init__(self, index: QueryIndex, store: MemoryStore, config: RetrieverConfig,
+                 gate: RetrieverGate) -> None:
+        self.index, self.store, self.config, self.gate = index, store, config, gate
+
+    def search(self, q: np.ndarray, readable: frozenset, n: int,
                 kept: Optional[Callable[[np.ndarray], np.ndarray]],
                 exclude_states: Iterable[str] = (), exclude_ids: Iterable[str] = (),
                 exclude_signatures: Iterable[str] = ()) -> list:
@@ -43,13 +51,13 @@ class GatedRanking:
         position of this index (``kept(positions)`` -> bools; written by another process since
         the refresh, its verdict unknown here) is left out; ``kept=None`` keeps every hit in
         the index."""
-        idx = self._index
+        idx = self.index.support
         by_signature = {"exclude_signatures": list(exclude_signatures)} if exclude_signatures else {}
         if hasattr(self.store, "search_slots"):
             (slots, _), _ = self.store.search_slots(q, sorted(readable), n, exclude_ids=exclude_ids,
                                                     exclude_states=exclude_states,
                                                     exact=self.config.exact_search, **by_signature)
-            return self._hit_positions(slots, readable, kept)
+            return self.hit_positions(slots, readable, kept)
         hits = self.store.search(q, sorted(readable), n, exclude_ids=exclude_ids,
                                  exclude_states=exclude_states, exact=self.config.exact_search,
                                  with_namespace=True, **by_signature)
@@ -65,17 +73,17 @@ class GatedRanking:
             out = [p for p, good in zip(out, ok.tolist()) if good]
         return out
 
-    def _hit_positions(self, slots: np.ndarray, readable: frozenset,
+    def hit_positions(self, slots: np.ndarray, readable: frozenset,
                        kept: Optional[Callable[[np.ndarray], np.ndarray]]) -> np.ndarray:
         """Index positions of a store's hits given as vector slots, in order; a slot this index
         does not hold live (written by another process since the refresh) or a position that is
         not ``kept`` is left out, as in :meth:`_search`."""
-        return self._kept_hits(slots, readable, kept)[0]
+        return self.kept_hits(slots, readable, kept)[0]
 
-    def _kept_hits(self, slots: np.ndarray, readable: frozenset,
+    def kept_hits(self, slots: np.ndarray, readable: frozenset,
                    kept: Optional[Callable[[np.ndarray], np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`_hit_positions` and, per slot, whether its hit was kept."""
-        idx = self._index
+        idx = self.index.support
         pos = idx.positions_of_slots(slots)
         ok = pos >= 0
         codes = np.asarray([idx.ns_code[ns] for ns in readable if ns in idx.ns_code], dtype=np.int32)
@@ -85,21 +93,21 @@ class GatedRanking:
             ok[ok] = kept(pos[ok])
         return pos[ok], ok
 
-    def _rank(self, q: np.ndarray, readable: frozenset, k: int, any_kept: bool, search_filter: tuple,
-              kept: Callable[[np.ndarray], np.ndarray], audit_excluded: bool = False) -> "_Ranking":
+    def rank(self, q: np.ndarray, readable: frozenset, k: int, any_kept: bool, search_filter: tuple,
+             kept: Callable[[np.ndarray], np.ndarray], audit_excluded: bool = False) -> Ranking:
         """The store's top ``max(k, rerank_depth)`` of the kept support (Kleene exclusion as a
         search filter, ``search_filter`` = (states, ids, signature digests), before truncation),
         exact cosines, then gate re-scoring (and calibrated drops) of the cosine's top
         ``rerank_depth``. With ``audit_excluded`` (the query excludes something), the audit's
-        unfiltered top ``log_excluded_depth`` (:meth:`_exclusions`) is asked of the same store
+        unfiltered top ``log_excluded_depth`` (:meth:`KleeneExclusion.exclusions`) is asked of the same store
         call when the store serves both at once (``ranking.unfiltered``)."""
-        idx = self._index
+        idx = self.index.support
         matrix = np.asarray(self.store.vector_matrix())  # (a plain view: no memmap per gather)
 
         def exact_cos(pos: np.ndarray) -> np.ndarray:
             return exact_cosines(matrix, idx.slot[pos], q)
 
-        gated = self.gate is not None and self.config.use_gate
+        gated = self.gate.gate is not None and self.config.use_gate
         depth = max(k, self.config.rerank_depth) if gated else k
         log_depth = self.config.log_excluded_depth
         log_depth = (depth if log_depth is None else log_depth) if audit_excluded else 0
@@ -112,18 +120,18 @@ class GatedRanking:
                 (slots, cos), plain = self.store.search_slots(
                     q, sorted(readable), depth, exclude_ids=ids, exclude_states=states,
                     exact=self.config.exact_search, unfiltered_k=log_depth, **by_signature)
-                head, ok = self._kept_hits(slots, readable, kept)
+                head, ok = self.kept_hits(slots, readable, kept)
                 if abs(float(np.linalg.norm(q)) - 1.0) <= UNIT_KEEP:
                     # the store ranked by these very bits of q (a unit vector is kept as given):
                     # its cosines are exact_cos(head), row for row
                     head_cos = np.asarray(cos, dtype=np.float64)[ok]
                 if plain is not None:
-                    unfiltered = self._hit_positions(plain[0], readable, None)
+                    unfiltered = self.hit_positions(plain[0], readable, None)
             else:
-                head = np.asarray(self._search(q, readable, depth, kept, states, ids, signatures),
+                head = np.asarray(self.search(q, readable, depth, kept, states, ids, signatures),
                                   dtype=np.int64)
-        head, head_cos = self._top(head, exact_cos(head) if head_cos is None else head_cos, depth)
-        ranking = _Ranking(head[:k], dict(zip(head.tolist(), head_cos.tolist())), {}, [], gated,
+        head, head_cos = self.top(head, exact_cos(head) if head_cos is None else head_cos, depth)
+        ranking = Ranking(head[:k], dict(zip(head.tolist(), head_cos.tolist())), {}, [], gated,
                            depth, q, unfiltered)
         if not gated or not len(head):
             return ranking
@@ -133,27 +141,31 @@ class GatedRanking:
         import torch  # loaded with the gate (self.gate above): the first score imports it
 
         with torch.no_grad():
-            if self._scorer is not None:  # write-time split, fused
-                s = self._scorer.score(torch.from_numpy(q), torch.from_numpy(V),
-                                       torch.from_numpy(self._vpart[g_slots])).numpy()
+            scorer, vpart = self.gate.scorer, self.index.vpart
+            if scorer is not None:  # write-time split, fused
+                assert vpart is not None  # (filled for every indexed record once the gate loaded)
+                s = scorer.score(torch.from_numpy(q), torch.from_numpy(V),
+                                 torch.from_numpy(vpart[g_slots])).numpy()
             else:
-                s = self.gate.score(q, V).numpy()
+                assert self.gate.loaded is not None
+                s = self.gate.loaded.score(q, V).numpy()
         s = s.astype(np.float64)
         keep_g = np.ones(len(g_pos), dtype=bool)
-        if self.drop_threshold is not None:
+        threshold = self.gate.drop_threshold
+        if threshold is not None:
             suppression = g_cos - s
-            keep_g = suppression < self.drop_threshold
+            keep_g = suppression < threshold
             ranking.dropped.extend(
-                GateDrop(idx.ids[p], float(sup), self.drop_threshold, idx.namespaces[p])
+                GateDrop(idx.ids[p], float(sup), threshold, idx.namespaces[p])
                 for p, sup, kept in zip(g_pos.tolist(), suppression, keep_g) if not kept)
         ranking.gate_scores.update(zip(g_pos.tolist(), s.tolist()))
-        by_gate, _ = self._top(g_pos[keep_g], s[keep_g], len(g_pos))
+        by_gate, _ = self.top(g_pos[keep_g], s[keep_g], len(g_pos))
         ranking.final = np.concatenate([by_gate, head[d:]])[:k]
         return ranking
 
-    def _top(self, positions: np.ndarray, scores: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    def top(self, positions: np.ndarray, scores: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
         """The ``n`` best positions by score, ties by memory id ascending."""
-        return top_by_score(self._index.keys, positions, scores, n)
+        return top_by_score(self.index.support.keys, positions, scores, n)
 
 
-__all__ = ["GatedRanking"]
+__all__ = ["GatedRanking", "Ranking"]

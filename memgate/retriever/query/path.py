@@ -1,24 +1,30 @@
 """The query path's driver: ``retrieve`` runs support -> Kleene exclusion -> ranking -> top k
-records -> allowed actions -> audit, with per-stage timings (a mixin of
-:class:`memgate.retriever.GatedRetriever`)."""
+records -> allowed actions -> audit, with per-stage timings; the steps are the parts of
+:mod:`memgate.retriever.query`, the access check and the audit log the retriever's own (given as
+:class:`ReadableNamespaces` and :class:`RetrievalLog`)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterable
 from dataclasses import replace
-from typing import Any, Optional
+from typing import Any, Optional, Protocol
 
 import numpy as np
 
 from memgate.contract.defaults import check_limit
 from memgate.contract.records import QueryContext
-from memgate.retriever.audit import AuditError
-from memgate.retriever.config import actions_module as _actions
-from memgate.retriever.exclusion import _Verdicts
-from memgate.retriever.ranking import _Ranking
-from memgate.retriever.results import RetrievalResult, RetrievedItem
-from memgate.retriever.schema import StoredMemory
+from memgate.retriever.audit.log import AuditError
+from memgate.retriever.config import RetrieverConfig
+from memgate.retriever.query.actions import AllowedActions
+from memgate.retriever.query.embed import Embedder
+from memgate.retriever.query.exclusion import KleeneExclusion, Verdicts
+from memgate.retriever.query.gate import RetrieverGate
+from memgate.retriever.query.index import QueryIndex
+from memgate.retriever.query.ranking import GatedRanking, Ranking
+from memgate.retriever.query.results import RetrievalResult, RetrievedItem
+from memgate.retriever.records.memory import StoredMemory
+from memgate.retriever.stores.base import MemoryStore
 
 
 class _Stopwatch:
@@ -32,9 +38,30 @@ class _Stopwatch:
         self._t = now
 
 
+class ReadableNamespaces(Protocol):
+    """The access check the query path asks (:class:`memgate.retriever.access.Access`)."""
+
+    def readable_namespaces(self, context: QueryContext) -> frozenset[str]: ...
+
+
+class RetrievalLog(Protocol):
+    """Where a retrieval is logged (:class:`memgate.retriever.exposure.ExposureAudit`)."""
+
+    def seen(self, query_id: str) -> bool: ...
+
+    def log_retrieval(self, result: RetrievalResult, context: QueryContext) -> None: ...
+
 
 class QueryPath:
-    """``retrieve`` and the steps that are neither exclusion nor ranking."""
+    """``retrieve`` over the retriever's parts: its access check, encoder, query index, Kleene
+    exclusion, ranking, allowed actions and retrieval log."""
+
+    def __init__(self, *, store: MemoryStore, config: RetrieverConfig, access: ReadableNamespaces, embedder: Embedder,
+                 index: QueryIndex, gate: RetrieverGate, exclusion: KleeneExclusion, ranking: GatedRanking,
+                 actions: AllowedActions, log: RetrievalLog) -> None:
+        self.store, self.config, self.access, self.embedder = store, config, access, embedder
+        self.index, self.gate, self.exclusion, self.ranking = index, gate, exclusion, ranking
+        self.actions, self.log = actions, log
 
     def retrieve(
         self,
@@ -69,28 +96,25 @@ class QueryPath:
         check_limit(k, "k")
         if not isinstance(query_text, str):
             raise TypeError("query_text must be a string")
-        readable = self.readable_namespaces(context)
-        if context.query_id in self._retrieved:
+        readable = self.access.readable_namespaces(context)
+        if self.log.seen(context.query_id):
             raise AuditError(f"query id {context.query_id!r} was already used; one retrieval per query id")
-        action_query = None
-        if self._action_policy is not None:
-            action_query = _actions.ActionQuery(intent=context.intent, asks=asks,
-                                                proposed_action=proposed_action, risk=risk)
+        action_query = self.actions.request(context.intent, asks, proposed_action, risk)
         clock = _Stopwatch()
-        self._refresh()
+        self.index.refresh()
         # (a query may hold a detail that is later forgotten: its embedding is never cached)
-        q = self._embed(query_text, what="query_text", cache=False).astype(np.float32)
+        q = self.embedder.embed(query_text, what="query_text", cache=False).astype(np.float32)
         clock.lap("encode_ms")
-        verdicts = self._verdicts(context, readable)
+        verdicts = self.exclusion.verdicts(context, readable)
         summary = verdicts.summary
         clock.lap("exclusion_ms")
-        idx = self._index
+        idx = self.index.support
         if only_ids is not None:
             # an id allows its records in every readable namespace; a (namespace, memory_id)
             # pair, one record (a caller's filter: O(support), as the ids it leaves out go by id)
             support = idx.live_positions(readable)
             keep = verdicts.kept(idx, support) & np.isin(support, self._positions(only_ids, "only_ids"))
-            search_filter = self._exclusion_filter(support, keep)
+            search_filter = self.exclusion.exclusion_filter(support, keep)
             kept_mask = np.zeros(len(idx.ids), dtype=bool)
             kept_mask[support[keep]] = True
             any_kept = bool(keep.any())
@@ -109,8 +133,8 @@ class QueryPath:
             codes = np.array([idx.ns_code[ns] for ns in readable if ns in idx.ns_code], dtype=np.int32)
             apart = apart[idx.alive[apart] & np.isin(idx.ns[apart], codes)]
             apart = apart[kept(apart)]
-        ranking = self._rank(q, readable, k + len(apart), any_kept, search_filter, kept,
-                             audit_excluded=summary.dropped > 0)
+        ranking = self.ranking.rank(q, readable, k + len(apart), any_kept, search_filter, kept,
+                                    audit_excluded=summary.dropped > 0)
         if ranking.gated and len(apart):
             ranking = self._set_apart_by_cosine(ranking, apart, k + len(apart))
         is_apart = np.isin(ranking.final, apart)
@@ -121,30 +145,30 @@ class QueryPath:
         clock.lap("rank_ms")
         items = self._items(ranking, verdicts, readable)
         clock.lap("fetch_ms")
-        items = self._with_actions(items, action_query)
+        items = self.actions.decide(items, action_query)
         clock.lap("actions_ms")
-        excluded, counts = self._exclusions(verdicts, ranking, readable)
+        excluded, counts = self.exclusion.exclusions(verdicts, ranking, readable, self.ranking.search)
         clock.lap("exclusions_ms")
         result = RetrievalResult(
             query_id=context.query_id, principal=context.principal,
-            namespaces=tuple(sorted(readable)), route=self.route, k=k, items=tuple(items),
+            namespaces=tuple(sorted(readable)), route=self.gate.route, k=k, items=tuple(items),
             excluded=tuple(excluded), dropped=tuple(ranking.dropped), excluded_counts=counts,
             candidates=summary.candidates, unresolved_kept=summary.unresolved_kept,
             set_apart=apart_hits,
-            gate_version=self.gate_version if ranking.gated else None,
+            gate_version=self.gate.version if ranking.gated else None,
             policy_version=self.config.policy_version,
-            action_policy_version=self.action_policy_version, timings_ms=clock.laps,
+            action_policy_version=self.actions.version, timings_ms=clock.laps,
         )
-        self._log_retrieval(result, context)
+        self.log.log_retrieval(result, context)
         clock.lap("log_ms")  # (the same dict as result.timings_ms)
         return result
 
-    def _set_apart_by_cosine(self, ranking: _Ranking, apart: np.ndarray, n: int) -> _Ranking:
+    def _set_apart_by_cosine(self, ranking: Ranking, apart: np.ndarray, n: int) -> Ranking:
         """Set-apart candidates (forget directives: the system's words, not a memory) keep their
         cosine, never scored or dropped by the text gate, whose job is the risk of a memory's text
         (an instruction-like directive reads as one); the gated order of the others is unchanged
         and each directive is placed in it by its cosine."""
-        ids = self._index.ids
+        ids = self.index.support.ids
         apart_set = set(apart.tolist())
         order = [p for p in ranking.final.tolist() if p not in apart_set]
         score = [ranking.gate_scores.get(p, ranking.cos_of[p]) for p in order]
@@ -161,15 +185,15 @@ class QueryPath:
         ``(namespace, memory_id)`` pair one record."""
         if isinstance(ids, str):
             raise TypeError(f"{field} must be a collection of memory ids, not one string")
-        idx = self._index
+        idx = self.index.support
         found = [p for i in set(ids)
                  for p in (idx.by_id.get(i, ()) if isinstance(i, str)
                            else [idx.pos[tuple(i)]] if tuple(i) in idx.pos else ())]
         return np.asarray(sorted(found), dtype=np.int64)
 
-    def _items(self, ranking: "_Ranking", verdicts: "_Verdicts", readable: frozenset) -> list:
+    def _items(self, ranking: Ranking, verdicts: Verdicts, readable: frozenset) -> list[RetrievedItem]:
         """Fetch the records of the final ranking only (text, action attributes)."""
-        idx = self._index
+        idx = self.index.support
         final = ranking.final.tolist()
         records: dict[tuple, StoredMemory] = {}
         for namespace in sorted({idx.namespaces[p] for p in final}):  # ids are scoped per namespace
@@ -195,28 +219,5 @@ class QueryPath:
             ))
         return items
 
-    def _with_actions(self, items: list, action_query: Any) -> list:
-        """Allowed actions (memgate.actions) for the returned memories, with the lifecycle
-        resolved for this query and contradictions among them."""
-        if action_query is None or not items:
-            return items  # hook: without memgate.actions, items carry action=None
-        # conflicts_with ids resolve among the exposed memories; when one id names records of
-        # several namespaces (ids are scoped per namespace), each namespace is decided apart
-        ids = [it.memory_id for it in items]
-        groups = [items] if len(set(ids)) == len(ids) else [
-            [it for it in items if it.namespace == ns] for ns in sorted({it.namespace for it in items})]
-        decided: dict[tuple, Any] = {}
-        for group in groups:
-            rows = []
-            for it in group:
-                row = it.memory.action_fields()
-                row["lifecycle_state"] = it.lifecycle
-                rows.append(row)
-            decisions = _actions.decide_actions(rows, action_query, self.config.action_preset,
-                                                self._action_policy)
-            decided.update(((it.namespace, it.memory_id), d) for it, d in zip(group, decisions))
-        return [replace(it, action=decided[(it.namespace, it.memory_id)].action,
-                        action_binding=decided[(it.namespace, it.memory_id)].binding) for it in items]
 
-
-__all__ = ["QueryPath"]
+__all__ = ["QueryPath", "ReadableNamespaces", "RetrievalLog"]

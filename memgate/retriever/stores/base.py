@@ -1,17 +1,22 @@
-"""``MemoryStore``: what :class:`memgate.retriever.GatedRetriever` needs from a store (the
-embedded store and the Qdrant store implement it), and the one error both give for a store
-format they cannot open."""
+"""What every store kind stands on: ``MemoryStore``, what :class:`memgate.retriever.GatedRetriever`
+needs from a store (every kind of :mod:`memgate.retriever.stores` implements it: the record rules
+of :class:`memgate.retriever.records.rules.Records` over a back-end's primitives,
+:class:`memgate.retriever.records.primitives.StoreBackend`, plus the kind's own candidate search),
+and the one error every kind gives for a store format it cannot open."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, Optional, Protocol, runtime_checkable
 
 import numpy as np
 
-from memgate.retriever.audit import AuditLog
-from memgate.retriever.schema import StoredMemory
-from memgate.retriever.semantics import IndexEntry
+from memgate.retriever.audit.log import AuditLog
+from memgate.retriever.records.index import IndexEntry
+from memgate.retriever.records.memory import StoredMemory
+from memgate.retriever.records.primitives import StoreBackend
 
 
 @runtime_checkable
@@ -22,7 +27,7 @@ class MemoryStore(Protocol):
     carries a vector declares the identity of the encoder that produced it. Ids are scoped per
     namespace: by-id calls take ``namespace=`` (without it an id must be unique). The writes'
     semantics (CAS, supersession, review flags, forget, the suppression list) are
-    :class:`memgate.retriever.semantics.RecordSemantics`.
+    :class:`memgate.retriever.records.rules.Records`.
 
     ``search(query, namespaces, k, *, exclude_ids=(), exclude_states=(), exact=True,
     with_namespace=False)`` is the candidate search, the only query path: the top ``k`` live
@@ -36,7 +41,7 @@ class MemoryStore(Protocol):
     ``get_many``, ``changes_since``, ``vector_matrix``) are for the trusted layer above the
     store: the access boundary is ``GatedRetriever``'s ACL.
 
-    Stores built on ``RecordSemantics`` also have ``check_suppressed(memory, previous=)`` and
+    Stores built on ``Records`` also have ``check_suppressed(memory, previous=)`` and
     ``check_forget_directive(memory_id, directive)``, the read-only suppression checks the
     retriever runs before it embeds anything (it skips them for a store without them, which then
     refuses only inside its write), and ``export_suppression()`` / ``restore_many(...,
@@ -88,6 +93,20 @@ class MemoryStore(Protocol):
     def flush_outbox(self) -> None: ...
 
 
+@dataclass(frozen=True)
+class StoreOptions:
+    """Where and how the agent surfaces open a store (``memgate.integrations.opening.open_store``);
+    each store kind's ``from_options`` reads the fields it needs and refuses what it cannot use."""
+
+    path: Optional[str | os.PathLike[str]] = None  # a folder: the store's (embedded, Qdrant local mode) or its audit log's
+    url: Optional[str] = None  # a server (Qdrant, PostgreSQL)
+    collection: str = "memgate"  # the Qdrant collection / the PostgreSQL schema
+    api_key: Optional[str] = None  # Qdrant server
+    fsync: bool = True  # embedded
+    audit_log: Optional[str | os.PathLike[str]] = None  # the audit log's file (servers)
+    allow_damaged: bool = False  # embedded: open a truncated vector file (to verify it)
+
+
 def format_error(where: str, found: Any, expected: str, older: tuple) -> ValueError:
     def number(fmt: Any) -> Optional[int]:
         try:
@@ -102,4 +121,4 @@ def format_error(where: str, found: Any, expected: str, older: tuple) -> ValueEr
     return ValueError(f"{where}: store format {found!r}; {fix}")
 
 
-__all__ = ["MemoryStore", "format_error"]
+__all__ = ["MemoryStore", "StoreBackend", "StoreOptions", "format_error"]

@@ -1,91 +1,84 @@
-"""The candidate support: an in-memory index of live records' metadata and the filtered search
-over it.
+"""What a query-time index keeps about records: an ``IndexEntry`` per record (metadata only, never
+text), its Kleene *signature* (what its verdict depends on), and ``SupportIndex``, the in-memory
+index of live records' metadata and vector slots.
 
 ``SupportIndex`` holds, per record, its namespace, lifecycle state, vector slot and metadata
-signature (no text), refreshed incrementally from ``MemoryStore.changes_since``. The retriever
-keeps one for its Kleene verdicts; :class:`memgate.retriever.EmbeddedStore` keeps one to answer
-:meth:`MemoryStore.search` (namespace filter and exclusions applied before truncation).
-
-``top_by_score`` is the one ranking rule: score descending, ties by memory id ascending.
+signature, refreshed incrementally from ``MemoryStore.changes_since``. The retriever keeps one for
+its Kleene verdicts (:mod:`memgate.retriever.query`); :class:`memgate.retriever.EmbeddedStore`
+keeps one to answer its search (namespace filter and exclusions applied before truncation).
 """
 
 from __future__ import annotations
 
 import bisect
-import warnings
-from collections.abc import Callable, Iterable, Sequence
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Optional
 
 import numpy as np
 
-from memgate.model.ordering import rank_by_score
-from memgate.retriever.semantics import IndexEntry, signature_digest, signature_key
+from memgate.contract.admissibility import SupersessionScope
+from memgate.retriever.records.memory import Applicability, StoredMemory, SupersededIn
 
 
-def readable_namespace_list(namespaces: Any) -> list[str]:
-    """The readable namespaces of a search as a sorted list; there is no unfiltered search, so
-    an empty or missing set is a ``PermissionError``. A plain string is one namespace (as in
-    :class:`memgate.contract.records.QueryContext`), never its characters."""
-    if isinstance(namespaces, str):
-        namespaces = [namespaces]
-    ns = sorted(set(namespaces or ()))
-    if not ns:
-        raise PermissionError("search needs the readable namespaces; there is no unfiltered search")
-    bad = [n for n in ns if not isinstance(n, str) or not n]
-    if bad:
-        raise ValueError(f"namespaces must be non-empty strings, got {bad!r}")
-    return ns
+@dataclass(frozen=True)
+class IndexEntry:
+    """What a query-time index needs about one record (metadata only, never text)."""
+
+    memory_id: str
+    namespace: str
+    slot: Optional[int]
+    alive: bool  # False once forgotten (no text, no vector)
+    lifecycle_state: str
+    superseded_in: tuple
+    applicability: Applicability
+    policy_tags: Optional[tuple]
+    seq: int
 
 
-def check_k(k: Any) -> int:
-    if type(k) is not int or k < 1:
-        raise ValueError(f"k must be an int >= 1, got {k!r}")
-    return k
+def index_entry(raw: Mapping, *, memory_id: str, namespace: str, slot: Optional[int],
+                lifecycle_state: str, seq: int) -> IndexEntry:
+    """An :class:`IndexEntry` from a record's stored fields (``raw``: its ``to_dict()`` form)."""
+    return IndexEntry(
+        memory_id=memory_id, namespace=namespace, slot=slot,
+        alive=lifecycle_state != "forgotten" and slot is not None,
+        lifecycle_state=lifecycle_state,
+        superseded_in=tuple(
+            SupersededIn(s["by"], None if s["scope"] is None else SupersessionScope(**s["scope"]))
+            for s in raw.get("superseded_in") or ()),
+        applicability=Applicability.from_dict(raw.get("applicability")),
+        policy_tags=None if raw.get("policy_tags") is None else tuple(raw["policy_tags"]),
+        seq=seq,
+    )
 
 
-def matvec(M: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """``M @ q`` in torch: the gate already runs in torch's thread pool, and a second pool (the
-    BLAS behind numpy) spinning beside it on a few cores slows both down several times.
-    (torch is imported here, at the first search, not when the retriever is imported.)"""
-    import torch
-
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-        Mt = torch.from_numpy(np.asarray(M))  # the read-only memory map is only read
-    return torch.mv(Mt, torch.from_numpy(q)).numpy()
-
-
-def top_by_score(ids: Sequence[str], positions: np.ndarray, scores: np.ndarray, n: int,
-                 exact: Optional[Callable[[np.ndarray], np.ndarray]] = None) -> tuple[np.ndarray, np.ndarray]:
-    """The ``n`` best ``positions`` by score, ties broken by memory id (``ids[position]``) ascending.
-
-    ``exact`` recomputes the scores of the shortlist row by row: a blocked matrix-vector
-    product can round identical rows differently, which would break true ties by slot
-    instead of by id. The shortlist keeps every score within ``1e-5`` of the n-th.
-    """
-    if len(positions) == 0 or n <= 0:
-        return positions[:0], scores[:0]
-    if len(positions) > n:
-        threshold = np.partition(scores, len(scores) - n)[len(scores) - n]
-        sel = scores >= threshold - (1e-5 if exact is not None else 0.0)
-        positions, scores = positions[sel], scores[sel]
-    if exact is not None:
-        scores = exact(positions)
-    order = np.argsort(-scores, kind="stable")
-    ranked = scores[order]
-    if not (ranked[1:] == ranked[:-1]).any() and not np.isnan(ranked).any():
-        return positions[order][:n], ranked[:n]  # no tie to break: no id is read
-    names = [ids[p] for p in positions.tolist()]  # ids or (memory_id, namespace) keys
-    id_rank = np.empty(len(names), dtype=np.int64)
-    id_rank[sorted(range(len(names)), key=names.__getitem__)] = np.arange(len(names))
-    order = rank_by_score(id_rank, np.arange(len(positions)), scores)
-    return positions[order][:n], scores[order][:n]
+def signature_key(entry: IndexEntry) -> tuple:
+    """What a record's Kleene verdict depends on (namespace, policy tags, lifecycle, the scopes it
+    was superseded in, its validity window): records with one key get one verdict per query."""
+    return (
+        entry.namespace,
+        entry.policy_tags,
+        entry.lifecycle_state,
+        tuple(sorted({(None if s.scope is None else (s.scope.subject, s.scope.valid_from, s.scope.valid_to))
+                      for s in entry.superseded_in}, key=repr)),
+        (entry.applicability.valid_from, entry.applicability.valid_to),
+    )
 
 
-def exact_cosines(matrix: np.ndarray, slots: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """Cosines of unit rows ``matrix[slots]`` with unit ``q``, row by row in float64."""
-    rows = np.asarray(matrix[slots], dtype=np.float32)
-    return (rows * q).sum(axis=1, dtype=np.float64)
+def signature_digest(key: tuple) -> str:
+    """A stable name for a :func:`signature_key` (a store that keeps it per record can filter a
+    search by the signatures a query excludes instead of by each excluded record's id)."""
+    return hashlib.sha256(json.dumps(key, ensure_ascii=False).encode()).hexdigest()[:32]
+
+
+def record_signature(memory: StoredMemory) -> str:
+    """The :func:`signature_digest` of a record as stored (what a store filtering by signature
+    keeps beside it)."""
+    entry = index_entry(memory.to_dict(), memory_id=memory.memory_id, namespace=memory.namespace,
+                        slot=None, lifecycle_state=memory.lifecycle_state, seq=0)
+    return signature_digest(signature_key(entry))
 
 
 LOG_KEEP = 4096  # apply() calls whose changed positions SupportIndex.changed_since remembers
@@ -291,7 +284,7 @@ class SupportIndex:
     def support(self, namespaces: Iterable[str], exclude_states: Iterable[str] = (),
                 exclude_ids: Iterable[str] = (), exclude_signatures: Iterable[str] = ()) -> np.ndarray:
         """Positions of live records in ``namespaces``, minus the excluded states, signatures
-        (by :func:`memgate.retriever.semantics.signature_digest`) and ids (an id excludes it in
+        (by :func:`memgate.retriever.records.index.signature_digest`) and ids (an id excludes it in
         every namespace, a ``(namespace, memory_id)`` pair one record), ascending."""
         pos = self.live_positions(namespaces)
         mask = np.ones(len(pos), dtype=bool)
@@ -333,5 +326,5 @@ class SupportIndex:
         return mask
 
 
-__all__ = ["SupportIndex", "check_k", "exact_cosines", "matvec", "readable_namespace_list",
-           "top_by_score"]
+__all__ = ["IndexEntry", "SupportIndex", "index_entry", "record_signature", "signature_digest",
+           "signature_key"]

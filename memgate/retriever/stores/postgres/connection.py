@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from typing import Any, Optional
 from urllib.parse import unquote
 
-from memgate.retriever.schema import StoreError
+from memgate.retriever.errors import StoreError
 
 try:  # optional dependency: the [postgres] extra
     import psycopg
