@@ -1,5 +1,7 @@
 """``make release``: regenerate the default data, train the default gate, export it to
-``checkpoints/memgate-minilm-l6`` and evaluate it into ``reports/memgate-minilm-l6``."""
+``checkpoints/memgate-minilm-l6`` of this checkout, pin its weights' sha256 in
+``memgate/model/release_pin.py`` (what a by-name load checks) and evaluate it into
+``reports/memgate-minilm-l6``. The only way to export under the released name."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ import sys
 from pathlib import Path
 
 from memgate.contract.config import resolve_path
+from memgate.model.pretrained import PIN_FILE, releasing
+from memgate.model.release_pin import RELEASED_WEIGHTS_SHA256
 
 RELEASE_NAME = "memgate-minilm-l6"
 
@@ -28,7 +32,9 @@ def main(argv=None, prog=None) -> int:
     from memgate.commands.pipeline import run_pipeline  # torch, Lightning: after the arguments parse
 
     report_dir = resolve_path(f"reports/{RELEASE_NAME}")
-    result = run_pipeline(resolve_path(f"checkpoints/{RELEASE_NAME}"), report_dir, fresh_data=True)
+    with releasing(RELEASE_NAME) as export_dir:  # the export rewrites the pin (memgate.model.pretrained)
+        result = run_pipeline(export_dir, report_dir, fresh_data=True)
+    print(f"pinned {RELEASE_NAME}: weights sha256 {RELEASED_WEIGHTS_SHA256[RELEASE_NAME]} in {PIN_FILE}")
     compress_rows(report_dir / "routes.jsonl")
     for step, seconds in result["timings"].items():
         print(f"  {step:<45} {seconds:8.1f}")
