@@ -1,7 +1,12 @@
 """``make release``: regenerate the default data, train the default gate, export it to
 ``checkpoints/memgate-minilm-l6`` of this checkout, pin its weights' sha256 in
 ``memgate/model/release_pin.py`` (what a by-name load checks) and evaluate it into
-``reports/memgate-minilm-l6``. The only way to export under the released name."""
+``reports/memgate-minilm-l6``. The only way to export under the released name.
+
+It embeds from an empty cache (the checkout's ``.cache/embeddings`` is removed first), as a fresh
+clone's ``make demo`` does: the encoder's fast backend gives a text last-bit differences by the
+batch it shares, so vectors cached by other runs would keep a fresh clone from reproducing the
+release bit for bit (``make demo-check``, docs/benchmarks.md)."""
 
 from __future__ import annotations
 
@@ -11,7 +16,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from memgate.contract.config import resolve_path
+from memgate.commands.demo_check import clear_embedding_cache
+from memgate.contract.config import REPO_ROOT, resolve_path
 from memgate.model.pretrained import PIN_FILE, releasing
 from memgate.model.release_pin import RELEASED_WEIGHTS_SHA256
 
@@ -33,6 +39,8 @@ def main(argv=None, prog=None) -> int:
 
     report_dir = resolve_path(f"reports/{RELEASE_NAME}")
     with releasing(RELEASE_NAME) as export_dir:  # the export rewrites the pin (memgate.model.pretrained)
+        held = clear_embedding_cache(REPO_ROOT)
+        print(f"make release: embedding from an empty cache (removed {held:,} cached vectors of earlier runs)")
         result = run_pipeline(export_dir, report_dir, fresh_data=True)
     print(f"pinned {RELEASE_NAME}: weights sha256 {RELEASED_WEIGHTS_SHA256[RELEASE_NAME]} in {PIN_FILE}")
     compress_rows(report_dir / "routes.jsonl")
