@@ -110,7 +110,7 @@ def verify_pin(data: bytes, directory: Path, weights_path: Path, package_dir: Op
         key = str(Path(directory).resolve())
         if key not in _said:
             _said.add(key)
-            log.info("memgate: loading %s as a user checkpoint (not a released gate): its weights are "
+            log.info("loading %s as a user checkpoint (not a released gate): its weights are "
                      "verified against its own config.json", directory)
         return False
     pinned = release_pin.RELEASED_WEIGHTS_SHA256[name]

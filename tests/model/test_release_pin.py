@@ -144,7 +144,7 @@ def test_a_path_load_is_a_user_checkpoint_verified_by_its_config(tmp_path, caplo
         MemGate.from_pretrained(out)
         MemGate.from_pretrained(RELEASED)
     said = [r.getMessage() for r in caplog.records if r.name == "memgate.model.pretrained"]
-    assert said == [f"memgate: loading {out} as a user checkpoint (not a released gate): its weights are "
+    assert said == [f"loading {out} as a user checkpoint (not a released gate): its weights are "
                     "verified against its own config.json"]
     data = bytearray((out / "model.safetensors").read_bytes())
     data[-1] ^= 0x01
