@@ -84,6 +84,7 @@ def compare_gates(demo_dir: Path, release_dir: Path) -> dict:
         diffs = {k: float(np.max(np.abs(a[k].astype(np.float64) - b[k].astype(np.float64)))) for k in sorted(a)}
         worst = max(diffs, key=diffs.get)
         max_diff = diffs[worst]
+        worst = worst if max_diff > 0 else "every tensor equal"
     exports = [json.loads(Path(d, "config.json").read_text())["export"] for d in (demo_dir, release_dir)]
     tables = [headline_lines(d) for d in (demo_dir, release_dir)]
     out = {

@@ -84,8 +84,7 @@ steps["default_bias"] = float(MemGate.from_pretrained(decision.checkpoint).head.
     steps, _, _ = run_fresh(body, cwd=work, env={"MEMGATE_HOME": str(work)})
     packaged_bias = float(MemGate.from_pretrained(PACKAGED).head.bias.detach().sum())
     assert steps["by_name_bias"] == pytest.approx(packaged_bias, abs=1e-6)
-    assert steps["default"][1] == steps["default"][2] == str(PACKAGED)
-    assert steps["default"][0] is True  # the packaged card passes the default-on rule
+    assert steps["default"][1] == steps["default"][2] == str(PACKAGED)  # whether or not the rule turns it on
     assert steps["default_bias"] == pytest.approx(packaged_bias, abs=1e-6)
 
 
