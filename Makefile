@@ -22,7 +22,7 @@ export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_OFFLINE ?= 1
 export PYTHONHASHSEED ?= 0
 
-.PHONY: install test test-fast demo release bench lint clean actions ablations docs
+.PHONY: install test test-fast demo demo-check release bench lint clean actions ablations docs
 
 install: $(STAMP)
 
@@ -44,6 +44,10 @@ test-fast: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/python -m memgate demo --install-seconds $$(cat $(STAMP))
+
+# does a fresh clone's make demo reproduce the released gate here? (docs/benchmarks.md; ~5 min)
+demo-check: $(STAMP)
+	$(BIN)/python -m memgate demo --check-release
 
 release: $(STAMP)
 	$(BIN)/python -m memgate release

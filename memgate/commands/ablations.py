@@ -1,10 +1,12 @@
 """``make ablations``: one overlay per study in ``configs/ablations/``, 3 training seeds per row,
 resumable (one directory per row and seed, skipped when its results exist and both its config hash
-and the training data's ``data_hash`` match), and a comparison table (markdown + JSON + plot)
-under ``reports/ablations/``.
+and the training data's ``data_hash`` match), and a comparison table (markdown + JSON + plot),
+all in a run directory (``--out``, default ``runs/ablations/``). The committed table under
+``reports/ablations/`` is written only with ``--update-reports`` (it is rebuilt from the rows
+finished in the run directory, so a one-row run would otherwise replace the committed grid).
 
     python -m memgate.commands.ablations [--grid small|full] [--only name[,name]] [--seeds 0,1,2]
-                                [--no-real] [--table-only]
+                                [--no-real] [--table-only] [--out DIR] [--update-reports]
 
 Each (row, seed) trains with the overlay's overrides and ``seed=<s>``, then evaluates the export
 on synthetic test (and, unless --no-real, LoCoMo and GateMem report parts, with the transfer
@@ -29,7 +31,9 @@ from memgate.eval.report.style import MARKERS, label_of, legend_outside, merge_i
 from memgate.train.config import TrainConfig
 
 ABLATIONS_DIR = REPO_ROOT / "configs" / "ablations"
-OUT_DIR = REPO_ROOT / "reports" / "ablations"
+OUT_DIR = REPO_ROOT / "runs" / "ablations"  # the default run directory (--out): rows and the table
+REPORTS_DIR = REPO_ROOT / "reports" / "ablations"  # the committed table: only with --update-reports
+TABLE_FILES = ("ablations.md", "ablations.json", "ablations.png")
 SUMMARY_KEYS = ("selected_step", "selected_text_risk_macro", "best_passing_text_risk_macro",
                 "best_trained_text_risk_macro", "selected_dev_acc", "best_trained_dev_acc", "trained_points_passing_guard",
                 "pref_acc_gated", "pref_acc_gated_hard", "pref_acc_gated_heldout", "top5_inadmissible_tv",
@@ -90,11 +94,13 @@ def _recorded_data_hash(done: dict, row_dir: Path, name: str, seed: int) -> str 
     return None
 
 
-def finished_row(name: str, overrides: list[str], seed: int, need_real: bool = False) -> dict | None:
+def finished_row(name: str, overrides: list[str], seed: int, need_real: bool = False,
+                 out_dir: Path | None = None) -> dict | None:
     """The stored results of a (row, seed) whose config hash and data hash still match, else None
     (a regenerated data directory makes every row stale, as a changed overlay does; with
-    ``need_real``, so does a row run with ``--no-real``); a stale row is logged with the reason."""
-    row_dir = OUT_DIR / name / f"seed{seed}"
+    ``need_real``, so does a row run with ``--no-real``); a stale row is logged with the reason.
+    ``out_dir``: the run directory (default ``OUT_DIR``)."""
+    row_dir = (out_dir or OUT_DIR) / name / f"seed{seed}"
     path = row_dir / "results.json"
     if not path.exists():
         return None
@@ -142,15 +148,16 @@ def current_triples_hash(config: TrainConfig) -> str | None:
     return _TRIPLES_HASHES[key]
 
 
-def finished_rows(grid: str = "full") -> dict[str, list[dict]]:
-    """Every finished (row, seed) of ``grid`` on disk, whatever this invocation ran: the table.
-    The table is always built over the full grid (a superset of the small one), so a
+def finished_rows(grid: str = "full", out_dir: Path | None = None) -> dict[str, list[dict]]:
+    """Every finished (row, seed) of ``grid`` in the run directory, whatever this invocation ran:
+    the table. The table is always built over the full grid (a superset of the small one), so a
     ``make ablations`` run never drops full-grid rows finished in another sitting."""
     out: dict[str, list[dict]] = {}
     for name, spec in load_rows(grid, None).items():
-        seeds = sorted(int(d.name[4:]) for d in (OUT_DIR / name).glob("seed*") if d.name[4:].isdigit())
+        seeds = sorted(int(d.name[4:]) for d in ((out_dir or OUT_DIR) / name).glob("seed*")
+                       if d.name[4:].isdigit())
         for seed in seeds:
-            done = finished_row(name, spec["overrides"], seed)
+            done = finished_row(name, spec["overrides"], seed, out_dir=out_dir)
             if done is not None:
                 out.setdefault(name, []).append(done)
     return out
@@ -205,12 +212,12 @@ def group_cis(metrics: dict) -> dict:
     return {k: list(v["ci"]) for k, v in cells.items() if isinstance(v, dict) and v.get("ci") is not None}
 
 
-def run_row(name: str, overrides: list[str], seed: int, real: bool) -> dict:
-    row_dir = OUT_DIR / name / f"seed{seed}"
+def run_row(name: str, overrides: list[str], seed: int, real: bool, out_dir: Path | None = None) -> dict:
+    row_dir = (out_dir or OUT_DIR) / name / f"seed{seed}"
     config = row_config(name, overrides, seed, row_dir)
     digest = config_hash(config)
     result_path = row_dir / "results.json"
-    done = finished_row(name, overrides, seed, need_real=real)
+    done = finished_row(name, overrides, seed, need_real=real, out_dir=out_dir)
     if done is not None:
         log.info("skip %s seed %d (results exist, config and data hashes match)", name, seed)
         return done
@@ -272,9 +279,11 @@ def summarize(results: dict[str, list[dict]]) -> dict:
     return table
 
 
-def write_outputs(table: dict) -> None:
-    OUT_DIR.mkdir(parents=True, exist_ok=True)
-    (OUT_DIR / "ablations.json").write_text(json.dumps(table, indent=2, sort_keys=True) + "\n")
+def write_outputs(table: dict, out_dir: Path | None = None) -> None:
+    """ablations.md, .json and .png into ``out_dir`` (default ``OUT_DIR``)."""
+    out_dir = out_dir or OUT_DIR
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "ablations.json").write_text(json.dumps(table, indent=2, sort_keys=True) + "\n")
     keys = [k for k in SUMMARY_KEYS if any(k in row for row in table.values())]
     hashes = sorted({h for row in table.values() for h in row.get("data_hash", [])})
     lines = ["# Ablations", "", "Mean over training seeds [min, max]. Training and synthetic test data: "
@@ -293,7 +302,7 @@ def write_outputs(table: dict) -> None:
         for seed, cis in row.get("group_ci", {}).items():
             cells = ["—" if key not in cis else f"[{cis[key][0]:.3f}, {cis[key][1]:.3f}]" for key in CI_KEYS]
             lines.append(md.row(f"`{name}`", seed, *cells))
-    (OUT_DIR / "ablations.md").write_text("\n".join(lines) + "\n")
+    (out_dir / "ablations.md").write_text("\n".join(lines) + "\n")
     import matplotlib
 
     matplotlib.use("Agg")
@@ -312,8 +321,29 @@ def write_outputs(table: dict) -> None:
     ax.grid(alpha=0.3)
     legend_outside(ax, title="ablation row (mean over seeds)")
     fig.subplots_adjust(left=0.08, right=0.6, top=0.95, bottom=0.1)
-    fig.savefig(OUT_DIR / "ablations.png", dpi=110, bbox_inches="tight")
+    fig.savefig(out_dir / "ablations.png", dpi=110, bbox_inches="tight")
     plt.close(fig)
+
+
+def committed_rows(reports_dir: Path | None = None) -> list[str]:
+    """The rows of the committed table (``reports/ablations/ablations.json``)."""
+    committed = (reports_dir or REPORTS_DIR) / "ablations.json"
+    return sorted(json.loads(committed.read_text())) if committed.exists() else []
+
+
+def publish(table: dict, out_dir: Path, before: list[str], reports_dir: Path | None = None) -> list[str]:
+    """``--update-reports``: copy the run directory's table over the committed one. Returns the rows
+    the committed table had (``before``) that this one lacks (said on stderr: they leave it)."""
+    reports_dir = reports_dir or REPORTS_DIR
+    dropped = sorted(set(before) - set(table))
+    if out_dir.resolve() != reports_dir.resolve():
+        reports_dir.mkdir(parents=True, exist_ok=True)
+        for name in TABLE_FILES:
+            (reports_dir / name).write_bytes((out_dir / name).read_bytes())
+    if dropped:
+        print(f"memgate ablations: {len(dropped)} row(s) of the committed table are not finished in {out_dir} "
+              f"and left it: {', '.join(dropped)}", file=sys.stderr)
+    return dropped
 
 
 def main(argv=None, prog=None) -> int:
@@ -324,21 +354,37 @@ def main(argv=None, prog=None) -> int:
     parser.add_argument("--no-real", action="store_true")
     parser.add_argument("--table-only", action="store_true",
                         help="train nothing: rebuild the table from every finished row and seed on disk")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="run directory: one folder per row and seed, and the table (default runs/ablations)")
+    parser.add_argument("--update-reports", action="store_true",
+                        help="also write the table over the committed reports/ablations/ (built from the rows "
+                             "finished in --out: rows it lacks leave the committed table, named on stderr)")
     args = parser.parse_args(argv)
+    out_dir = args.out.resolve() if args.out is not None else OUT_DIR
+    if out_dir.resolve() == REPORTS_DIR.resolve() and not args.update_reports:
+        parser.error(f"--out {args.out} is the committed reports/ablations/: pass --update-reports to rewrite it")
+    before = committed_rows()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     rows = load_rows(args.grid, args.only.split(",") if args.only else None)
     seeds = [int(s) for s in args.seeds.split(",")]
     if not args.table_only:
         for name, spec in rows.items():
             for seed in seeds:
-                run_row(name, spec["overrides"], seed, not args.no_real)
+                run_row(name, spec["overrides"], seed, not args.no_real, out_dir)
                 # the table grows as rows finish, from every finished row on disk: nothing lost
-                write_outputs(summarize(finished_rows()))
-    results = finished_rows()
+                write_outputs(summarize(finished_rows(out_dir=out_dir)), out_dir)
+    results = finished_rows(out_dir=out_dir)
     if not results:
-        raise SystemExit("no finished ablation rows on disk")
-    write_outputs(summarize(results))
-    print((OUT_DIR / "ablations.md").read_text())
+        raise SystemExit(f"no finished ablation rows in {out_dir}")
+    table = summarize(results)
+    write_outputs(table, out_dir)
+    print((out_dir / "ablations.md").read_text())
+    if args.update_reports:
+        publish(table, out_dir, before)
+        print(f"updated the committed table in {REPORTS_DIR}")
+    else:
+        print(f"table and rows in {out_dir} (the committed reports/ablations/ are untouched; --update-reports "
+              "writes them)")
     return 0
 
 

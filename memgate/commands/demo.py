@@ -11,6 +11,10 @@ process holds the second core.
 
 The demo gate goes to ``runs/demo/checkpoint`` and its report to ``reports/demo`` so that the
 released gate under ``checkpoints/`` is never overwritten by a demo run.
+
+``--check-release`` (``make demo-check``) runs the demo in a fresh clone of this checkout's HEAD and
+compares its gate with the released one: bit for bit, within 2e-5, or not reproduced (exit 1)
+(``memgate.commands.demo_check``).
 """
 
 from __future__ import annotations
@@ -18,7 +22,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from memgate.contract.config import resolve_path
+from memgate.commands.demo_check import check_release, warm_cache_note
+from memgate.commands.release import RELEASE_NAME
+from memgate.contract.config import REPO_ROOT, resolve_path
+from memgate.model.pretrained import released_dir
 
 
 def main(argv=None, prog=None) -> int:
@@ -34,8 +41,19 @@ def main(argv=None, prog=None) -> int:
                         help="torch threads of the gated routes' scoring in the evaluation (default 1: "
                              "their products are small, and a busy second core made two threads ~10x "
                              "slower; 0 = the evaluation's threads, as make release)")
+    parser.add_argument("--check-release", action="store_true",
+                        help="run the demo in a fresh clone of this checkout's HEAD (empty caches) and compare "
+                             "its gate with the released one (make demo-check; exit 1 when not reproduced)")
+    parser.add_argument("--keep-clone", action="store_true", help="with --check-release: keep the clone")
     parser.add_argument("overrides", nargs="*", help="training key=value overrides")
     args = parser.parse_args(argv)
+    if args.check_release:
+        passed = [f"--n-boot={args.n_boot}", f"--gate-threads={args.gate_threads}",
+                  *(["--all-routes"] if args.all_routes else []), *args.overrides]
+        return check_release(REPO_ROOT, released_dir(RELEASE_NAME), passed, args.keep_clone)
+    note = warm_cache_note(REPO_ROOT)
+    if note:
+        print(note, file=sys.stderr)
     from memgate.commands.pipeline import run_pipeline  # torch, Lightning: after the arguments parse
     from memgate.eval.headline import HEADLINE_ROUTES
     from memgate.eval.report.markdown import headline_table

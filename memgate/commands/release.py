@@ -1,5 +1,12 @@
 """``make release``: regenerate the default data, train the default gate, export it to
-``checkpoints/memgate-minilm-l6`` and evaluate it into ``reports/memgate-minilm-l6``."""
+``checkpoints/memgate-minilm-l6`` of this checkout, pin its weights' sha256 in
+``memgate/model/release_pin.py`` (what a by-name load checks) and evaluate it into
+``reports/memgate-minilm-l6``. The only way to export under the released name.
+
+It embeds from an empty cache (the checkout's ``.cache/embeddings`` is removed first), as a fresh
+clone's ``make demo`` does: the encoder's fast backend gives a text last-bit differences by the
+batch it shares, so vectors cached by other runs would keep a fresh clone from reproducing the
+release bit for bit (``make demo-check``, docs/benchmarks.md)."""
 
 from __future__ import annotations
 
@@ -9,7 +16,10 @@ import shutil
 import sys
 from pathlib import Path
 
-from memgate.contract.config import resolve_path
+from memgate.commands.demo_check import clear_embedding_cache
+from memgate.contract.config import REPO_ROOT, resolve_path
+from memgate.model.pretrained import PIN_FILE, releasing
+from memgate.model.release_pin import RELEASED_WEIGHTS_SHA256
 
 RELEASE_NAME = "memgate-minilm-l6"
 
@@ -28,7 +38,11 @@ def main(argv=None, prog=None) -> int:
     from memgate.commands.pipeline import run_pipeline  # torch, Lightning: after the arguments parse
 
     report_dir = resolve_path(f"reports/{RELEASE_NAME}")
-    result = run_pipeline(resolve_path(f"checkpoints/{RELEASE_NAME}"), report_dir, fresh_data=True)
+    with releasing(RELEASE_NAME) as export_dir:  # the export rewrites the pin (memgate.model.pretrained)
+        held = clear_embedding_cache(REPO_ROOT)
+        print(f"make release: embedding from an empty cache (removed {held:,} cached vectors of earlier runs)")
+        result = run_pipeline(export_dir, report_dir, fresh_data=True)
+    print(f"pinned {RELEASE_NAME}: weights sha256 {RELEASED_WEIGHTS_SHA256[RELEASE_NAME]} in {PIN_FILE}")
     compress_rows(report_dir / "routes.jsonl")
     for step, seconds in result["timings"].items():
         print(f"  {step:<45} {seconds:8.1f}")

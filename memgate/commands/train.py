@@ -23,6 +23,7 @@ from pathlib import Path
 from memgate.contract.config import load_config, resolve_path
 from memgate.contract.progress import quiet, set_quiet
 from memgate.datasets.user_triples import load_triples
+from memgate.model.pretrained import refuse_released_export
 from memgate.train.config import TrainConfig
 from memgate.train.run_dirs import displaced
 
@@ -68,6 +69,8 @@ def main(argv=None, prog=None) -> int:
     from memgate.train.run import check_inputs, train
     from memgate.train.selection import selection_guards_for
 
+    refuse_released_export(Path(args.out) if args.out else  # only make release exports the released name
+                           resolve_path(config.export.checkpoints_dir) / config.export.name)
     check_inputs(config)  # every input, before the guards encode the real data (minutes)
     guard = selection_guards_for(config)
     summary = train(config, argv=sys.argv, guard=guard, out_dir=args.out)

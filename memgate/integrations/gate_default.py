@@ -53,8 +53,10 @@ class GateDecision:
 
 
 def released_gate_dir() -> Path:
-    """The released checkpoint shipped with memgate (inside the wheel, or ``checkpoints/`` of a
-    source checkout: :func:`memgate.model.pretrained.resolve_checkpoint`)."""
+    """The released checkpoint shipped with memgate: inside the wheel, or ``checkpoints/`` of the
+    source checkout that holds the package, never the working directory or ``$MEMGATE_HOME``
+    (:func:`memgate.model.pretrained.released_dir`); loading it checks its weights against the
+    hash pinned in ``memgate/model/release_pin.py``."""
     return resolve_checkpoint(RELEASED_GATE)
 
 

@@ -12,6 +12,7 @@ from typing import Optional
 from memgate.contract import markdown as md
 from memgate.contract.config import REPO_ROOT
 from memgate.model.gate import MemGate
+from memgate.model.pretrained import record_release, refuse_released_export
 
 
 def git_state() -> dict:
@@ -42,9 +43,13 @@ def write_json(path: Path, payload: dict) -> None:
 
 
 def export_gate(gate: MemGate, out_dir: Path, export_info: dict) -> Path:
-    """Save weights and config (with ``export_info`` primitives) into ``out_dir``."""
+    """Save weights and config (with ``export_info`` primitives) into ``out_dir``. A released gate's
+    name or directory is refused outside ``make release``, whose export rewrites the pin
+    (``memgate.model.pretrained``)."""
     out_dir = Path(out_dir)
+    refuse_released_export(out_dir)
     gate.save_pretrained(out_dir, extra_config=export_info)
+    record_release(out_dir)
     return out_dir
 
 

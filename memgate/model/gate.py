@@ -41,6 +41,7 @@ from memgate.model.gate_config import (  # re-exported: the config is torch-free
     check_encoder,
     read_checkpoint_config,
 )
+from memgate.model.pretrained import verify_pin
 
 _ACTIVATIONS = {"gelu": nn.GELU, "relu": nn.ReLU, "silu": nn.SiLU, "tanh": nn.Tanh}
 assert tuple(_ACTIVATIONS) == ACTIVATIONS
@@ -346,7 +347,8 @@ class MemGate(nn.Module):
         """Strictly load a gate saved by ``save_pretrained`` (no pickle anywhere).
 
         ``directory`` is a checkpoint directory, a released gate's name (``"memgate-minilm-l6"``,
-        shipped inside the package) or a hub id ``"owner/name"`` (``memgate.model.pretrained``).
+        shipped inside the package, loaded from the package's own location only and checked
+        against its pinned hash) or a hub id ``"owner/name"`` (``memgate.model.pretrained``).
 
         ``expected_encoder`` is the encoder id in use, or a mapping with any of the keys
         ``id``, ``revision``, ``normalize``, ``dim``; a mismatch with the recorded encoder raises.
@@ -366,6 +368,7 @@ class MemGate(nn.Module):
             raise ValueError(f"{weights_path} is not a readable safetensors file: {err}") from err
         model = cls(config)
         _check_state(model.state_dict(), state, weights_path, config)
+        verify_pin(data, directory, weights_path)  # a released gate: its pinned hash; else a user checkpoint
         verify_weights(data, raw, weights_path)
         model.load_state_dict(state, strict=True)
         model.export_info = export

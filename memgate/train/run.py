@@ -29,6 +29,7 @@ from memgate.eval.engine import headline_for_export, prepare
 from memgate.model.encoder import Encoder, set_offline_defaults
 from memgate.model.export import export_gate, git_state, versions, write_json, write_model_card
 from memgate.model.gate import MemGate, MemGateConfig
+from memgate.model.pretrained import refuse_released_export
 from memgate.train.config import LIST_SOURCES, TrainConfig
 from memgate.train.curve import plot_training_curve
 from memgate.train.lightning_quiet import quiet_lightning
@@ -309,13 +310,14 @@ def train(
     out_dir: Optional[Path] = None,
 ) -> dict:
     """Train, select and export one gate; returns a summary (also written as train_summary.json)."""
+    export_dir = Path(out_dir) if out_dir else resolve_path(config.export.checkpoints_dir) / config.export.name
+    refuse_released_export(export_dir)  # before any work: only make release exports the released name
     check_inputs(config)  # (memgate train checks them before its guards too)
     set_offline_defaults()
     torch.set_num_threads(config.trainer.num_threads)
     started = time.perf_counter()
     seed_value = seed_everything(config.seed, "train")
     name = config.export.name
-    export_dir = Path(out_dir) if out_dir else resolve_path(config.export.checkpoints_dir) / name
     # The data is checked before any work and before the run directory exists: the split files
     # against meta.json's data_hash, the mined triples against their sha256, every triple's shape.
     data_dir = ensure_data(config)

@@ -37,6 +37,7 @@ from memgate.eval.drop_calibration import gate_suppression
 from memgate.model.encoder import set_offline_defaults
 from memgate.model.export import export_gate, write_json, write_model_card
 from memgate.model.gate import MemGate, MemGateConfig
+from memgate.model.pretrained import refuse_released_export
 from memgate.train.config import TrainConfig
 from memgate.train.lightning_quiet import quiet_lightning
 from memgate.train.modules import MemGateModule, PreferenceDataModule
@@ -144,6 +145,7 @@ def train_on_triples(
     if train.kind != dev.kind:
         raise ValueError(f"{train.name} holds {train.kind}s but {dev.name} holds {dev.kind}s")
     out_dir = Path(out_dir)
+    refuse_released_export(out_dir)  # before any work: only make release exports the released name
     config = replace(config, export=replace(config.export, name=out_dir.name, headline=False))
     names, guard_note = resolve_guards(guards, config, train.kind)
     # selection on your dev set (its preference accuracy), under the guards you chose
