@@ -6,7 +6,7 @@
 It embeds from an empty cache (the checkout's ``.cache/embeddings`` is removed first), as a fresh
 clone's ``make demo`` does: the encoder's fast backend gives a text last-bit differences by the
 batch it shares, so vectors cached by other runs would keep a fresh clone from reproducing the
-release bit for bit (``make demo-check``, docs/benchmarks.md)."""
+release bit for bit (``make demo-check``, docs/reproducibility.md)."""
 
 from __future__ import annotations
 
