@@ -1,6 +1,9 @@
 """The training curve, ``training_curve.png``: loss terms per step, dev preference accuracy, the
-selection figure (the text-risk macro with its CI) and every selection guard against its threshold
-per validation point (filled = passed, hollow = failed), the exported step marked on every panel.
+selection figure (the text-risk macro with its CI), every selection guard against its threshold
+per validation point (filled = passed, hollow = failed) and the dev mask diagnostics per
+validation point (the uniform share of ||1 - g||^2, the alignment of 1 - g with q_i v_i - cos v_i^2,
+the activity |cos - S|, and the risk scale a of a mask_risk gate), the exported step marked on
+every panel.
 
 Inputs are the ``TrainingMonitor`` rows and ``BestGateSelection.history`` (what the model card's
 selection table shows), so the plot never reads anything the run did not record.
@@ -11,7 +14,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional, Sequence
 
-LOSS_TERMS = ("loss", "loss_dpo", "loss_listwise", "loss_margin", "loss_preservation", "loss_list_kl")
+LOSS_TERMS = ("loss", "loss_dpo", "loss_listwise", "loss_margin", "loss_preservation", "loss_list_kl",
+              "loss_risk_bce", "loss_list_risk_bce")
+MASK_SERIES = (("dev_mask_uniform_share", "uniform share of ||1 - g||^2", "-"),
+               ("dev_mask_alignment_neg", "alignment of 1 - g with q v - cos v^2 (m-)", "-"),
+               ("dev_mask_alignment_pos", "alignment (m+)", ":"),
+               ("dev_activity", "mean |cos - S| (dev)", "--"),
+               ("risk_scale", "risk scale a (exported per point)", "-."))
 
 
 GUARD_LABELS = {"locomo": "LoCoMo recall: max drop - drop",
@@ -41,6 +50,33 @@ def guard_slacks(entry: dict) -> dict:
     return out
 
 
+def mask_series(history: list[dict]) -> dict:
+    """name -> [(step, value)] of the dev mask diagnostics per validation point (the risk scale:
+    the exported one, calibrated against the guards)."""
+    out: dict = {}
+    for key, _, _ in MASK_SERIES:
+        if key == "risk_scale":
+            pts = [(e["step"], e["risk_scale"]["calibrated"]) for e in history if isinstance(e.get("risk_scale"), dict)]
+        else:
+            pts = [(e["step"], e[key]) for e in history if e.get(key) is not None]
+        if pts:
+            out[key] = pts
+    return out
+
+
+def mask_panel(ax, history: list[dict]) -> None:
+    series = mask_series(history)
+    for i, (key, label, style) in enumerate(MASK_SERIES):
+        if key in series:
+            ax.plot(*zip(*series[key]), marker="o", ms=3, ls=style, color=f"C{i + 4}", label=label)
+    if series:
+        ax.axhline(0, color="grey", lw=0.8)
+    else:
+        ax.text(0.5, 0.5, "no mask diagnostics recorded", ha="center", va="center", transform=ax.transAxes)
+    ax.set_title("mask diagnostics (dev, per validation)")
+    ax.set_xlabel("optimiser step")
+
+
 def plot_training_curve(path: Path, rows: list[dict], history: list[dict], title: str = "",
                         max_recall_drop: Optional[float] = None, guards: str = "",
                         warnings: Sequence[str] = ()) -> Path:
@@ -51,7 +87,7 @@ def plot_training_curve(path: Path, rows: list[dict], history: list[dict], title
 
     selected = [e["step"] for e in history if e.get("selected")]
     best = selected[-1] if selected else None
-    fig, axes = plt.subplots(1, 4, figsize=(21, 4.6))
+    fig, axes = plt.subplots(1, 5, figsize=(26, 4.6))
     ax = axes[0]
     terms = [t for t in LOSS_TERMS if any(t in r for r in rows)]
     for term in terms:
@@ -116,6 +152,8 @@ def plot_training_curve(path: Path, rows: list[dict], history: list[dict], title
         ax.set_yticks([])
     ax.set_title("selection guards against their thresholds")
     ax.set_xlabel("optimiser step")
+
+    mask_panel(axes[4], history)
 
     for a in axes[2:]:  # the same steps as the dev panel, guards or not
         a.set_xlim(axes[1].get_xlim())
