@@ -8,6 +8,10 @@ Format versions (key ``format_version``):
 - 2: adds ``weights_sha256``, the sha256 of ``model.safetensors`` as written by
   ``save_pretrained``. A mismatch is refused naming the file; a version-2 file without the key
   loads with the same warning as version 1.
+- 3: adds the architecture keys ``score_form``, ``risk_scale_init`` and ``center_mask``
+  (``memgate.model.architecture.FORMAT3_DEFAULTS``) and, for ``score_form: mask_risk``, the risk
+  head's tensors. A version-1 or -2 file must not hold them: it loads with their defaults, the
+  masked cosine it was trained with (the same tensors, the same function, bit for bit).
 
 Numbers: every number anywhere in ``config.json`` must be finite (JSON ``NaN`` / ``Infinity``
 are refused naming the field, e.g. ``export.calibration.threshold``), and the fields memgate
@@ -19,18 +23,22 @@ from __future__ import annotations
 import hashlib
 import math
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
-FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+from memgate.model.architecture import FORMAT3_DEFAULTS
+
+FORMAT_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
+FORMAT3_KEYS = tuple(FORMAT3_DEFAULTS)
 WEIGHTS_HASH_KEY = "weights_sha256"
 
 # field (dotted, under "export"; "*" = every element of a list) -> (kind, low, high, nullable)
 #   kind: "int" or "number" (ints and floats, never bools); bounds inclusive (None = open).
-_UNIT = ("number", 0.0, 1.0, True)
-_SELECTION = {
+Rule = tuple[str, Optional[float], Optional[float], bool]
+_UNIT: Rule = ("number", 0.0, 1.0, True)
+_SELECTION: dict[str, Rule] = {
     "step": ("int", 0, None, False),
     "epoch": ("int", 0, None, False),
     "dev_pref_acc_gated": _UNIT,
@@ -38,7 +46,7 @@ _SELECTION = {
     "dev_cos_v_vg_pos": ("number", -1.0, 1.0, True),
     "guard.drop": ("number", -1.0, 1.0, True),
 }
-EXPORT_NUMBERS: dict[str, tuple] = {
+EXPORT_NUMBERS: dict[str, Rule] = {
     # the drop threshold on suppression cos - S (both cosines in [-1, 1]); null = keep everything
     "calibration.threshold": ("number", -2.0, 2.0, True),
     "calibration.violation_recall": _UNIT,
@@ -51,6 +59,11 @@ EXPORT_NUMBERS: dict[str, tuple] = {
     "n_train_examples": ("int", 0, None, False),
     "num_threads": ("int", 1, None, False),
     "seed": ("int", None, None, False),
+    # the risk scale a of score_form mask_risk: learned, calibrated against the guards (>= 0)
+    "risk_scale.learned": ("number", 0.0, None, False),
+    "risk_scale.calibrated": ("number", 0.0, None, False),
+    "risk_scale.multiplier": ("number", 0.0, None, False),
+    "risk_calibration.pooled.ece": _UNIT,
     **{f"selection.{k}": v for k, v in _SELECTION.items()},
     **{f"selection_history.*.{k}": v for k, v in _SELECTION.items()},
 }
@@ -65,7 +78,7 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def check_version(raw: Mapping, path: Path) -> int:
+def check_version(raw: Mapping[str, Any], path: Path) -> int:
     version = raw.get("format_version")
     if type(version) is not int or version not in READABLE_VERSIONS:
         newer = type(version) is int and version > FORMAT_VERSION
@@ -76,10 +89,14 @@ def check_version(raw: Mapping, path: Path) -> int:
     if version < 2 and WEIGHTS_HASH_KEY in raw:
         raise ValueError(f"{path}: key {WEIGHTS_HASH_KEY!r} is a format_version 2 key, the file "
                          f"says format_version {version}")
+    added = [key for key in FORMAT3_KEYS if key in raw]
+    if version < 3 and added:
+        raise ValueError(f"{path}: key(s) {added} are format_version 3 keys, the file says "
+                         f"format_version {version}")
     return version
 
 
-def check_numbers(raw: Mapping, path: Path) -> None:
+def check_numbers(raw: Mapping[str, Any], path: Path) -> None:
     """Refuse a non-finite number anywhere and a read-back field of the wrong type or range,
     naming the field (``export.calibration.threshold``)."""
     _finite(raw, "", path)
@@ -107,7 +124,7 @@ def _finite(value: Any, where: str, path: Path) -> None:
             _finite(item, f"{where}[{i}]", path)
 
 
-def _lookup(obj: Any, parts: list, where: str):
+def _lookup(obj: Any, parts: list[str], where: str) -> Iterator[tuple[str, Any]]:
     """(dotted location, value) of every present value at ``parts`` ('*' = each list item)."""
     if not parts:
         yield where, obj
@@ -122,7 +139,7 @@ def _lookup(obj: Any, parts: list, where: str):
         yield from _lookup(obj[head], rest, f"{where}.{head}")
 
 
-def _check_field(value: Any, where: str, rule: tuple, path: Path) -> None:
+def _check_field(value: Any, where: str, rule: Rule, path: Path) -> None:
     kind, low, high, nullable = rule
     if value is None and nullable:
         return
@@ -137,7 +154,7 @@ def _check_field(value: Any, where: str, rule: tuple, path: Path) -> None:
         raise ValueError(f"{path}: field {where!r} must be in [{lo}, {hi}], got {value!r}")
 
 
-def verify_weights(data: bytes, raw: Mapping, weights_path: Path) -> None:
+def verify_weights(data: bytes, raw: Mapping[str, Any], weights_path: Path) -> None:
     """Refuse weights whose sha256 differs from the recorded one; warn when none is recorded."""
     recorded = raw.get(WEIGHTS_HASH_KEY)
     if recorded is None:
@@ -158,6 +175,6 @@ def verify_weights(data: bytes, raw: Mapping, weights_path: Path) -> None:
             "recorded in config.json: the weights were changed after export (refusing to load)")
 
 
-__all__ = ["EXPORT_NUMBERS", "FORMAT_VERSION", "READABLE_VERSIONS", "WEIGHTS_HASH_KEY",
+__all__ = ["EXPORT_NUMBERS", "FORMAT3_KEYS", "FORMAT_VERSION", "READABLE_VERSIONS", "WEIGHTS_HASH_KEY",
            "UnverifiedCheckpointWarning", "check_numbers", "check_version", "sha256_hex",
            "verify_weights"]

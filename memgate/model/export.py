@@ -65,7 +65,10 @@ def write_model_card(out_dir: Path, export_info: dict, headline: Optional[dict])
         "",
         "A MemGate admissibility gate for memgate: a small MLP over `[q ; v ; q*v]` of frozen",
         "sentence embeddings that outputs a mask over embedding dimensions; memories are ranked",
-        "by the asymmetric gated cosine `q.(v*g) / (|q| |v*g|)`.",
+        "by the asymmetric gated cosine `S = q.(v*g) / (|q| |v*g|)`"
+        + (" minus a risk term: `S' = S - a * sigmoid(r)`, `r` a scalar risk head on the first hidden "
+           "layer and `a` one learned scale (`gate.score_with_risk` returns `sigmoid(r)` too)."
+           if gate_cfg.get("score_form") == "mask_risk" else "."),
         "",
         "```python",
         "from memgate import MemGate",
@@ -92,9 +95,11 @@ def write_model_card(out_dir: Path, export_info: dict, headline: Optional[dict])
         *([f"- drop-threshold calibration: {export_info['calibration_note']}"]
           if export_info.get("calibration_note") else []),
         *drop_threshold_lines(export_info.get("calibration")),
+        *risk_scale_lines(export_info.get("risk_scale")),
         "",
         *what_it_does_lines(),
     ]
+    lines += risk_calibration_lines(export_info.get("risk_calibration"), (Path(out_dir) / "risk_reliability.png").exists())
     if (Path(out_dir) / "training_curve.png").exists():
         lines += ["## Training curve", "",
                   "Loss terms per step; per validation point the dev preference accuracy, the selection",
@@ -137,6 +142,37 @@ def drop_threshold_lines(calibration: Optional[dict]) -> list[str]:
             f"retriever's default route): {calibration['threshold']:.4f}; {calibration.get('note')}"
             + (f"; at most {worst[1]['drop_rate']:.1%} of a real benign set dropped ({worst[0]})"
                if worst and worst[1].get("drop_rate") is not None else "")]
+
+
+def risk_scale_lines(record: Optional[dict]) -> list[str]:
+    """The risk scale a of a mask_risk gate: learned, and calibrated against the guards."""
+    if not record:
+        return []
+    tried = "; ".join(f"x{t['multiplier']:g}: {'passed' if t['passed'] else 'failed ' + ', '.join(t['failed'])}"
+                      for t in record.get("tried") or [])
+    return [f"- risk scale a: learned {record['learned']:.4f}, exported {record['calibrated']:.4f} (multiplier "
+            f"{record['multiplier']:g} of the grid {record.get('grid')}, the largest at which every guard passed on "
+            f"select parts" + (f"; tried {tried}" if tried else "") + ")"
+            + (f"; {record['note']}" if record.get("note") else "")]
+
+
+def risk_calibration_lines(calibration: Optional[dict], plot: bool) -> list[str]:
+    """The card's risk-calibration section: ECE of sigmoid(r) per select set and pooled."""
+    if not calibration or not calibration.get("sets"):
+        return []
+    lines = ["## Risk calibration (select parts)", "",
+             "How well `sigmoid(r)` reads as a probability of risk: expected calibration error "
+             f"({calibration.get('bins')} equal-width bins) per labelled select set (trap / protected = 1, "
+             "control / anchor / LoCoMo evidence = 0) and pooled.", "",
+             md.row("set", "rows", "risky", "mean sigmoid(r)", "ECE"), md.rule(["---", "---:", "---:", "---:", "---:"])]
+    rows = [*sorted(calibration["sets"].items()), ("pooled", calibration.get("pooled"))]
+    for name, entry in rows:
+        if entry:
+            lines.append(md.row(f"**{name}**" if name == "pooled" else name, entry["n"], entry["positives"],
+                                _fmt(entry.get("mean_risk"), 3), _fmt(entry.get("ece"), 3)))
+    if plot:
+        lines += ["", "![risk reliability](risk_reliability.png)"]
+    return lines + [""]
 
 
 def _fmt(value, digits: int = 4) -> str:

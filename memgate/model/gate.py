@@ -11,6 +11,13 @@ bias ``b0 = 4`` so that ``g ~= sigmoid(4) ~= 0.98`` almost uniformly at step 0: 
 ranks exactly like the plain cosine (a uniform mask cancels in the cosine) while gradients still
 reach every layer.
 
+With ``score_form = "mask_risk"`` the score is ``S' = S - a * sigmoid(r(x))``: a scalar risk head
+``r`` reads the first hidden layer (shared with the mask, so the write-time split still holds) and
+``a = softplus(rho) * c >= 0`` is one learned scale (``rho`` starts at softplus^-1(risk_scale_init))
+times a calibration factor ``c`` (a buffer, 1 until ``set_risk_scale_factor``). The risk head
+starts with tiny weights and bias 0, so ``sigmoid(r) ~= 0.5`` everywhere at step 0: a uniform
+shift of ``-a / 2`` that ranks like the cosine. ``S'`` lies in ``[-1 - a, 1]``.
+
 Checkpoints are a directory with ``config.json`` (primitives only) and ``model.safetensors``;
 loading is strict and never unpickles anything.
 
@@ -23,9 +30,10 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional, cast
 
 import numpy as np
 import torch
@@ -50,11 +58,33 @@ ArrayLike = torch.Tensor | np.ndarray
 
 
 class GateOutput(NamedTuple):
-    """score: gated cosine (N,) / (B, N); mask: g (N, d) / (B, N, d); reference: plain cosine."""
+    """score: the gate's score (N,) / (B, N): the gated cosine S, or S' = S - a sigmoid(r) for
+    score_form mask_risk; mask: g (N, d) / (B, N, d); reference: plain cosine; risk_logit: r
+    (N,) / (B, N) for mask_risk, else None (``risk`` is sigmoid(r))."""
 
     score: torch.Tensor
     mask: torch.Tensor
     reference: torch.Tensor
+    risk_logit: Optional[torch.Tensor] = None
+
+    @property
+    def risk(self) -> Optional[torch.Tensor]:
+        """sigmoid(r) in (0, 1) per memory, or None when the score form has no risk head."""
+        return None if self.risk_logit is None else torch.sigmoid(self.risk_logit)
+
+
+class GateScores(NamedTuple):
+    """What a scorer returns per candidate (the retriever's ``gate_risk`` API): ``score`` is the
+    score it ranks by (S or S'), ``risk`` the calibrated-risk probability sigmoid(r) or None when
+    the gate's score form has no risk head (``mask``)."""
+
+    score: torch.Tensor
+    risk: Optional[torch.Tensor]
+
+
+def inverse_softplus(value: float) -> float:
+    """rho with softplus(rho) = value (> 0): the raw parameter of the risk scale a."""
+    return float(value + math.log(-math.expm1(-value)))
 
 
 # -----------------------------------------------------------------------------
@@ -74,10 +104,10 @@ def _as_tensor(x: Any, name: str, dtype: torch.dtype, device: torch.device) -> t
         raise TypeError(
             f"{name}: expected a torch.Tensor or numpy.ndarray, got {type(x).__name__}"
         )
-    x = x.to(device=device, dtype=dtype)
-    if not bool(torch.isfinite(x).all()):
+    out: torch.Tensor = x.to(device=device, dtype=dtype)
+    if not bool(torch.isfinite(out).all()):
         raise ValueError(f"{name} contains NaN or inf values")
-    return x
+    return out
 
 
 def _check_shapes(q: torch.Tensor, V: torch.Tensor, dim: int | None) -> None:
@@ -105,7 +135,8 @@ def _check_shapes(q: torch.Tensor, V: torch.Tensor, dim: int | None) -> None:
 
 
 def _normalize(x: torch.Tensor, eps: float) -> torch.Tensor:
-    return x / x.norm(dim=-1, keepdim=True).clamp_min(eps)
+    out: torch.Tensor = x / x.norm(dim=-1, keepdim=True).clamp_min(eps)
+    return out
 
 
 def _batch(q: torch.Tensor, V: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, bool]:
@@ -120,7 +151,8 @@ def _cosine(q: torch.Tensor, V: torch.Tensor, eps: float) -> torch.Tensor:
     """cos(q, v) for q (B, d), V (B, N, d) -> (B, N)."""
     num = (q.unsqueeze(-2) * V).sum(-1)
     den = q.norm(dim=-1, keepdim=True).clamp_min(eps) * V.norm(dim=-1).clamp_min(eps)
-    return num / den
+    out: torch.Tensor = num / den
+    return out
 
 
 def gated_cosine(
@@ -168,27 +200,69 @@ class MemGate(nn.Module):
         self.act = _ACTIVATIONS[config.activation]()
         self.drop = nn.Dropout(config.dropout)
         self.head = nn.Linear(config.hidden, 1 if config.mask_kind == "scalar" else config.dim)
+        # score_form mask_risk: the risk head on the first hidden layer and the scale a; the mask
+        # form creates none of them (its tensors and random draws are the format-2 gate's)
+        self.risk_head: Optional[nn.Linear] = None
+        self.risk_scale_raw: Optional[nn.Parameter] = None
+        if config.score_form == "mask_risk":
+            self.risk_head = nn.Linear(config.hidden, 1)
+            self.risk_scale_raw = nn.Parameter(torch.full((1,), inverse_softplus(config.risk_scale_init)))
+            self.register_buffer("risk_scale_factor", torch.ones(1))
         # extra JSON saved under "export" in config.json (training info, calibrated threshold)
         self.export_info: dict[str, Any] = {}
         self.reset_head()
 
     def reset_head(self) -> None:
-        """Last layer: weights ~ N(0, init_std^2), bias b0, so g ~= sigmoid(b0) at step 0."""
+        """Last layer: weights ~ N(0, init_std^2), bias b0, so g ~= sigmoid(b0) at step 0; the
+        risk head (mask_risk): weights ~ N(0, init_std^2), bias 0, so sigmoid(r) ~= 0.5."""
         nn.init.normal_(self.head.weight, mean=0.0, std=self.config.init_std)
         nn.init.constant_(self.head.bias, self.config.init_bias)
+        if self.risk_head is not None:
+            nn.init.normal_(self.risk_head.weight, mean=0.0, std=self.config.init_std)
+            nn.init.zeros_(self.risk_head.bias)
+
+    @property
+    def has_risk(self) -> bool:
+        """Whether the score form carries a risk head (``mask_risk``)."""
+        return self.risk_head is not None
+
+    def risk_scale(self) -> torch.Tensor:
+        """a = softplus(rho) * c, shape (1,): the weight of sigmoid(r) in S' (mask_risk only)."""
+        if self.risk_scale_raw is None:
+            raise ValueError(f"score_form {self.config.score_form!r} has no risk scale")
+        factor = self.get_buffer("risk_scale_factor")
+        return nn.functional.softplus(self.risk_scale_raw) * factor
+
+    def set_risk_scale_factor(self, factor: float) -> None:
+        """Set the calibration factor c of a = softplus(rho) * c (>= 0; 1 = the learned a)."""
+        if self.risk_scale_raw is None:
+            raise ValueError(f"score_form {self.config.score_form!r} has no risk scale")
+        if type(factor) not in (int, float) or not math.isfinite(factor) or factor < 0:
+            raise ValueError(f"risk scale factor must be a finite number >= 0, got {factor!r}")
+        self.get_buffer("risk_scale_factor").fill_(float(factor))
 
     def num_parameters(self, trainable_only: bool = False) -> int:
         return sum(p.numel() for p in self.parameters() if p.requires_grad or not trainable_only)
 
     # -- core ---------------------------------------------------------------------------------
 
-    def _prepare(self, q: ArrayLike, V: ArrayLike):
+    @property
+    def first_layer(self) -> nn.Linear:
+        """The first layer (its weight splits into the q, v and q*v blocks)."""
+        return cast(nn.Linear, self.layers[0])
+
+    @property
+    def hidden_layers(self) -> list[nn.Linear]:
+        """The layers after the first one (hidden -> hidden)."""
+        return [cast(nn.Linear, layer) for layer in self.layers[1:]]
+
+    def _prepare(self, q: ArrayLike, V: ArrayLike) -> tuple[torch.Tensor, torch.Tensor, bool]:
         p = self.head.weight
-        q = _as_tensor(q, "q", p.dtype, p.device)
-        V = _as_tensor(V, "V", p.dtype, p.device)
-        _check_shapes(q, V, self.config.dim)
+        qt = _as_tensor(q, "q", p.dtype, p.device)
+        Vt = _as_tensor(V, "V", p.dtype, p.device)
+        _check_shapes(qt, Vt, self.config.dim)
         eps = self.config.eps
-        return _batch(_normalize(q, eps), _normalize(V, eps))
+        return _batch(_normalize(qt, eps), _normalize(Vt, eps))
 
     def _features(self, q: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
         """q (B, d), V (B, N, d) -> x (B, N, in_features)."""
@@ -200,30 +274,44 @@ class MemGate(nn.Module):
             return torch.cat([qe, V], dim=-1)
         if kind == "v_only":
             return V
+        if kind == "prod_only":
+            return qe * V
         return qe  # q_only
 
-    def _mask_from_first(self, h: torch.Tensor) -> torch.Tensor:
-        """Finish the MLP from the first layer's pre-activation h (B, N, hidden) -> g (B, N, d)."""
+    def _heads_from_first(self, h: torch.Tensor) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """Finish the MLP from the first layer's pre-activation h (B, N, hidden) -> g (B, N, d)
+        and the risk logit r (B, N) read from the first hidden layer (None for score_form mask)."""
         h = self.drop(self.act(h))
+        risk_logit = None if self.risk_head is None else self.risk_head(h).squeeze(-1)
         for layer in self.layers[1:]:
             h = self.drop(self.act(layer(h)))
-        g = torch.sigmoid(self.head(h))
+        logits = self.head(h)
+        if self.config.center_mask:  # the mean logit pinned at b0: no uniform scale to spend on
+            logits = logits - logits.mean(dim=-1, keepdim=True) + self.config.init_bias
+        g = torch.sigmoid(logits)
         if self.config.mask_kind == "scalar":
             g = g.expand(*g.shape[:-1], self.config.dim)
         elif self.config.mask_kind == "binary":
             g = straight_through(g)
-        return g
+        return g, risk_logit
 
-    def _output(self, q, V, g, single: bool) -> GateOutput:
+    def _output(self, q: torch.Tensor, V: torch.Tensor, g: torch.Tensor, single: bool,
+                risk_logit: Optional[torch.Tensor] = None) -> GateOutput:
         eps = self.config.eps
-        out = GateOutput(gated_cosine(q, V, g, eps), g, _cosine(q, V, eps))
-        return GateOutput(*(t[0] for t in out)) if single else out
+        score = gated_cosine(q, V, g, eps)
+        if risk_logit is not None:  # S' = S - a sigmoid(r)
+            score = score - self.risk_scale() * torch.sigmoid(risk_logit)
+        out = GateOutput(score, g, _cosine(q, V, eps), risk_logit)
+        if not single:
+            return out
+        return GateOutput(out.score[0], out.mask[0], out.reference[0],
+                          None if risk_logit is None else risk_logit[0])
 
     def forward(self, q: ArrayLike, V: ArrayLike) -> GateOutput:
-        """Gated score, mask and reference cosine of every memory in V for the query q."""
-        q, V, single = self._prepare(q, V)
-        g = self._mask_from_first(self._first_layer(q, V))
-        return self._output(q, V, g, single)
+        """Score, mask, reference cosine (and risk logit) of every memory in V for the query q."""
+        qb, Vb, single = self._prepare(q, V)
+        g, risk_logit = self._heads_from_first(self._first_layer(qb, Vb))
+        return self._output(qb, Vb, g, single, risk_logit)
 
     def _first_layer(self, q: torch.Tensor, V: torch.Tensor,
                      v_part: torch.Tensor | None = None) -> torch.Tensor:
@@ -231,7 +319,7 @@ class MemGate(nn.Module):
         query, W_v v and W_qv (q * v) per memory (the same function as ``layers[0]`` on
         ``_features``, a third fewer multiplications, no (B, N, 3d) copy). ``v_part``: W_v v
         precomputed (``precompute_memory``)."""
-        blocks, b = self._first_layer_blocks(), self.layers[0].bias
+        blocks, b = self._first_layer_blocks(), self.first_layer.bias
         if v_part is None:
             v_part = V @ blocks["v"].T if "v" in blocks else V.new_zeros(*V.shape[:-1], self.config.hidden)
         h = v_part + b
@@ -241,20 +329,28 @@ class MemGate(nn.Module):
             h = h + (q.unsqueeze(-2) * V) @ blocks["qv"].T
         return h.expand(*V.shape[:-1], self.config.hidden)
 
+    if TYPE_CHECKING:  # nn.Module.__call__ runs forward: its type, for the checker only
+        def __call__(self, q: ArrayLike, V: ArrayLike) -> GateOutput: ...
+
     def mask(self, q: ArrayLike, V: ArrayLike) -> torch.Tensor:
         """g in [0, 1]^d for each memory: (N, d) or (B, N, d)."""
         return self(q, V).mask
 
     def score(self, q: ArrayLike, V: ArrayLike) -> torch.Tensor:
-        """Asymmetric gated cosine S(q, v): (N,) or (B, N)."""
+        """The gate's score: the asymmetric gated cosine S(q, v), or S' for mask_risk: (N,) or (B, N)."""
         return self(q, V).score
+
+    def score_with_risk(self, q: ArrayLike, V: ArrayLike) -> GateScores:
+        """The score and sigmoid(r) per memory (risk None for score_form mask)."""
+        out = self(q, V)
+        return GateScores(out.score, out.risk)
 
     # -- write-time precomputation ------------------------------------------------------------
     # The first layer splits as W_q q + W_v v + W_qv (q * v) + b, so W_v v can be computed once
     # per memory when it is written and reused for every query.
 
     def _first_layer_blocks(self) -> dict[str, torch.Tensor]:
-        W, d = self.layers[0].weight, self.config.dim
+        W, d = self.first_layer.weight, self.config.dim
         kind = self.config.features
         if kind == "qv_prod":
             return {"q": W[:, :d], "v": W[:, d : 2 * d], "qv": W[:, 2 * d :]}
@@ -262,49 +358,52 @@ class MemGate(nn.Module):
             return {"q": W[:, :d], "v": W[:, d:]}
         if kind == "v_only":
             return {"v": W}
+        if kind == "prod_only":
+            return {"qv": W}
         return {"q": W}
 
     def precompute_memory(self, V: ArrayLike) -> torch.Tensor:
         """The memory part W_v v of the first layer: (N, hidden) or (B, N, hidden).
 
-        With ``features = "q_only"`` the memory part is identically zero (returned as zeros so
-        that callers need no special case).
+        With ``features = "q_only"`` or ``"prod_only"`` the memory part is identically zero
+        (returned as zeros so that callers need no special case).
         """
         p = self.head.weight
-        V = _as_tensor(V, "V", p.dtype, p.device)
-        if V.ndim not in (2, 3) or V.shape[-1] != self.config.dim:
+        Vt = _as_tensor(V, "V", p.dtype, p.device)
+        if Vt.ndim not in (2, 3) or Vt.shape[-1] != self.config.dim:
             raise ValueError(
                 f"V must have shape (N, {self.config.dim}) or (B, N, {self.config.dim}), "
-                f"got {tuple(V.shape)}"
+                f"got {tuple(Vt.shape)}"
             )
         W_v = self._first_layer_blocks().get("v")
         if W_v is None:
-            return V.new_zeros(*V.shape[:-1], self.config.hidden)
-        return _normalize(V, self.config.eps) @ W_v.T
+            return Vt.new_zeros(*Vt.shape[:-1], self.config.hidden)
+        return _normalize(Vt, self.config.eps) @ W_v.T
 
     def forward_precomputed(self, q: ArrayLike, V: ArrayLike, v_part: ArrayLike) -> GateOutput:
         """Same as ``forward`` but reuses ``v_part = precompute_memory(V)``."""
         p = self.head.weight
-        v_part = _as_tensor(v_part, "v_part", p.dtype, p.device)
+        part = _as_tensor(v_part, "v_part", p.dtype, p.device)
         V_shape = tuple(getattr(V, "shape", ()))
-        q, V, single = self._prepare(q, V)
+        qb, Vb, single = self._prepare(q, V)
         expected = V_shape[:-1] + (self.config.hidden,)
-        if tuple(v_part.shape) != expected:
+        if tuple(part.shape) != expected:
             raise ValueError(
-                f"v_part has shape {tuple(v_part.shape)}, expected {expected} "
+                f"v_part has shape {tuple(part.shape)}, expected {expected} "
                 f"(precompute_memory(V) for V of shape {V_shape})"
             )
-        if v_part.ndim == 2:
-            v_part = v_part.unsqueeze(0)
-        return self._output(q, V, self._mask_from_first(self._first_layer(q, V, v_part)), single)
+        if part.ndim == 2:
+            part = part.unsqueeze(0)
+        g, risk_logit = self._heads_from_first(self._first_layer(qb, Vb, part))
+        return self._output(qb, Vb, g, single, risk_logit)
 
     def score_precomputed(self, q: ArrayLike, V: ArrayLike, v_part: ArrayLike) -> torch.Tensor:
-        """Gated cosine using precomputed memory parts; equals ``score(q, V)``."""
+        """The score using precomputed memory parts; equals ``score(q, V)``."""
         return self.forward_precomputed(q, V, v_part).score
 
     # -- save / load --------------------------------------------------------------------------
 
-    def save_pretrained(self, directory: str | Path, extra_config: dict | None = None):
+    def save_pretrained(self, directory: str | Path, extra_config: Mapping[str, Any] | None = None) -> Path:
         """Write ``config.json`` and ``model.safetensors`` into ``directory``.
 
         ``extra_config`` (JSON primitives) is merged over ``self.export_info`` and stored under
@@ -396,7 +495,7 @@ def _check_state(expected: Mapping[str, torch.Tensor], got: Mapping[str, torch.T
                 f"{path}: tensor {key!r} has shape {tuple(t.shape)}, expected {tuple(ref.shape)} "
                 f"from config.json (dim={config.dim}, hidden={config.hidden}, "
                 f"n_layers={config.n_layers}, features={config.features!r}, "
-                f"mask_kind={config.mask_kind!r})"
+                f"mask_kind={config.mask_kind!r}, score_form={config.score_form!r})"
             )
         if not bool(torch.isfinite(t).all()):
             raise ValueError(f"{path}: tensor {key!r} contains NaN or inf")
@@ -410,6 +509,7 @@ __all__ = [
     "MASK_KINDS",
     "straight_through",
     "GateOutput",
+    "GateScores",
     "MemGate",
     "MemGateConfig",
     "check_encoder",

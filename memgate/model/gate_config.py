@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from memgate.model.architecture import GateArchitecture
+from memgate.model.architecture import FORMAT3_DEFAULTS, GateArchitecture
 from memgate.model.checkpoint_format import WEIGHTS_HASH_KEY, check_numbers, check_version
 from memgate.model.pretrained import resolve_checkpoint
 
@@ -20,7 +20,7 @@ FORMAT_NAME = "memgate-gate"
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 
-_FEATURE_BLOCKS = {"qv_prod": 3, "no_prod": 2, "v_only": 1, "q_only": 1}
+_FEATURE_BLOCKS = {"qv_prod": 3, "no_prod": 2, "v_only": 1, "q_only": 1, "prod_only": 1}
 _ENCODER_KEYS = ("id", "revision", "normalize", "dim")
 
 
@@ -29,7 +29,8 @@ class MemGateConfig(GateArchitecture):
     """Architecture and identity of a gate. Every field is a JSON primitive.
 
     The architecture fields (hidden, n_layers, activation, dropout, init_bias, init_std,
-    features, mask_kind) are :class:`GateArchitecture`'s, documented there.
+    features, mask_kind, score_form, risk_scale_init, center_mask) are
+    :class:`GateArchitecture`'s, documented there.
     dim: embedding dimension d of the frozen encoder.
     eps: guard for the norms in the cosines.
     encoder_id / encoder_revision / encoder_normalize: which embeddings the gate was trained on.
@@ -88,7 +89,7 @@ def parse_config(raw: Any, path: Path) -> tuple[MemGateConfig, dict[str, Any]]:
         raise ValueError(f"{path}: expected a JSON object, got {type(raw).__name__}")  # noqa: TRY004
     if raw.get("format") != FORMAT_NAME:
         raise ValueError(f"{path}: key 'format' must be {FORMAT_NAME!r}, got {raw.get('format')!r}")
-    check_version(raw, path)
+    version = check_version(raw, path)
     check_numbers(raw, path)
     model_keys = [f.name for f in fields(MemGateConfig)]
     known = {"format", "format_version", "export", WEIGHTS_HASH_KEY, *model_keys}
@@ -97,7 +98,10 @@ def parse_config(raw: Any, path: Path) -> tuple[MemGateConfig, dict[str, Any]]:
         raise ValueError(
             f"{path}: unknown config key(s) {unknown}; put extra information under 'export'"
         )
-    missing = [k for k in model_keys if k not in raw]
+    # a format-1/2 file predates the format-3 keys (check_version refused them there): their
+    # defaults are the masked cosine it was trained with
+    implied = dict(FORMAT3_DEFAULTS) if version < 3 else {}
+    missing = [k for k in model_keys if k not in raw and k not in implied]
     if missing:
         raise ValueError(f"{path}: missing config key(s) {missing}")
     export = raw.get("export", {})
@@ -106,7 +110,7 @@ def parse_config(raw: Any, path: Path) -> tuple[MemGateConfig, dict[str, Any]]:
             f"{path}: key 'export' must be a JSON object, got {type(export).__name__}"
         )
     try:
-        config = MemGateConfig.from_dict({k: raw[k] for k in model_keys})
+        config = MemGateConfig.from_dict({k: raw[k] if k in raw else implied[k] for k in model_keys})
     except ValueError as err:
         raise ValueError(f"{path}: {err}") from err
     return config, export
@@ -144,7 +148,7 @@ def check_encoder(config: MemGateConfig, expected: str | Mapping[str, Any]) -> N
         )
 
 
-def read_checkpoint_config(directory: str | Path) -> tuple[Path, MemGateConfig, dict[str, Any], dict]:
+def read_checkpoint_config(directory: str | Path) -> tuple[Path, MemGateConfig, dict[str, Any], dict[str, Any]]:
     """(the directory, its config, its ``export`` section, the raw JSON) of a checkpoint that
     ``MemGate.from_pretrained`` would load: both files present, ``config.json`` strict."""
     directory = resolve_checkpoint(directory)

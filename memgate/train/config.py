@@ -26,9 +26,18 @@ TRIPLE_SOURCES = DEFAULT_SOURCES + PHRASING_SOURCES
 # Benign list files for the ranking-preservation term, by data.list_sources name (issue 32).
 LIST_SOURCES = {"gatemem": "benign_lists.jsonl", "dialogue": "dialogue_lists.jsonl"}
 # Keys added to the train config after the released gate was trained, with the default that keeps
-# the behaviour it was trained with (tests/commands/test_release.py compares the rest). Empty: the
-# release (2026-12-02) records every key.
-ADDED_SINCE_RELEASE: dict = {}
+# the behaviour it was trained with (tests/commands/test_release.py compares the rest). Issue 44:
+# the score form (mask: the masked cosine, as released), the risk scale's init, mask-logit
+# centring, the risk head's calibration loss and the grid that calibrates a against the guards
+# (the last three act only with gate.score_form=mask_risk).
+RISK_SCALE_GRID = (1.0, 0.75, 0.5, 0.25, 0.0)
+ADDED_SINCE_RELEASE: dict = {
+    "gate.score_form": "mask",
+    "gate.risk_scale_init": 0.1,
+    "gate.center_mask": False,
+    "loss.risk_weight": 0.0,
+    "selection.risk_scale_grid": list(RISK_SCALE_GRID),
+}
 PRECISIONS = ("32-true", "32", "64-true", "64", "bf16-mixed", "bf16-true", "16-mixed", "16-true")
 
 
@@ -134,6 +143,10 @@ class SelectionSection:
     guard_k: int = 20
     guard_rerank_depth: int = RERANK_DEPTH
     guard_n_boot: int = 1000  # bootstrap replicates of the guards' CIs and of the selection figure
+    # gate.score_form=mask_risk: multipliers of the learned risk scale a tried at every validation
+    # point, largest first, until every guard passes (memgate.train.risk_scale; select parts only);
+    # values above 1 let a grow beyond the learned one where the guards allow it
+    risk_scale_grid: tuple[float, ...] = RISK_SCALE_GRID
 
 
 @dataclass(frozen=True)
@@ -178,6 +191,13 @@ class TrainConfig:
                 "comes from the natural-source panel; set selection.metric=dev_pref_acc_gated to select without it")
         if not 0 <= self.selection.route_margin < 1:
             raise ConfigError(f"selection.route_margin must be in [0, 1), got {self.selection.route_margin!r}")
+        grid = self.selection.risk_scale_grid
+        if not grid or any(type(m) not in (int, float) or not 0 <= m <= 10 for m in grid) or len(set(grid)) != len(grid):
+            raise ConfigError(f"selection.risk_scale_grid must be distinct numbers in [0, 10], got {list(grid)}")
+        if self.loss.risk_weight > 0 and self.gate.score_form != "mask_risk":
+            raise ConfigError(f"loss.risk_weight={self.loss.risk_weight} clashes with gate.score_form="
+                              f"{self.gate.score_form!r}: the calibration loss trains the risk head of "
+                              "gate.score_form=mask_risk")
         if not 0 <= self.selection.min_suppression_auc <= 1:
             raise ConfigError(f"selection.min_suppression_auc must be in [0, 1], got {self.selection.min_suppression_auc!r}")
         if type(self.selection.guard_n_boot) is not int or self.selection.guard_n_boot < 100:

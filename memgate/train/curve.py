@@ -3,7 +3,9 @@ selection figure (the text-risk macro with its CI) and every selection guard aga
 per validation point (filled = passed, hollow = failed), the exported step marked on every panel.
 A panel with nothing to show (no text-risk figure, no guard: ``--guards none``) is left out and
 the title says why; loss terms that coincide (``loss`` is ``loss_dpo`` when DPO is the only term)
-stay apart by line style, width and marker.
+stay apart by line style, width and marker. A last panel shows the dev mask diagnostics per
+validation point (the uniform share of ||1 - g||^2, the alignment of 1 - g with q_i v_i - cos v_i^2,
+the activity |cos - S|, and the risk scale a of a mask_risk gate) when the run recorded them.
 
 Inputs are the ``TrainingMonitor`` rows and ``BestGateSelection.history`` (what the model card's
 selection table shows), so the plot never reads anything the run did not record.
@@ -14,12 +16,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional, Sequence
 
-LOSS_TERMS = ("loss", "loss_dpo", "loss_listwise", "loss_margin", "loss_preservation", "loss_list_kl")
+LOSS_TERMS = ("loss", "loss_dpo", "loss_listwise", "loss_margin", "loss_preservation", "loss_list_kl",
+              "loss_risk_bce", "loss_list_risk_bce")
 # term -> line style, marker, width: the total is a wide pale band under the terms, so a term equal
 # to it shows as a marked line inside the band
 LOSS_STYLES = {"loss": ("-", "", 4.0), "loss_dpo": ("--", "o", 1.2), "loss_listwise": (":", "s", 1.2),
                "loss_margin": ("-.", "^", 1.2), "loss_preservation": ((0, (5, 1, 1, 1)), "v", 1.2),
-               "loss_list_kl": ((0, (1, 1)), "D", 1.2)}
+               "loss_list_kl": ((0, (1, 1)), "D", 1.2), "loss_risk_bce": ((0, (3, 1)), "P", 1.2),
+               "loss_list_risk_bce": ((0, (2, 2)), "X", 1.2)}
+MASK_SERIES = (("dev_mask_uniform_share", "uniform share of ||1 - g||^2", "-"),
+               ("dev_mask_alignment_neg", "alignment of 1 - g with q v - cos v^2 (m-)", "-"),
+               ("dev_mask_alignment_pos", "alignment (m+)", ":"),
+               ("dev_activity", "mean |cos - S| (dev)", "--"),
+               ("risk_scale", "risk scale a (exported per point)", "-."))
 
 
 GUARD_LABELS = {"locomo": "LoCoMo recall: max drop - drop",
@@ -49,6 +58,30 @@ def guard_slacks(entry: dict) -> dict:
     return out
 
 
+def mask_series(history: list[dict]) -> dict:
+    """name -> [(step, value)] of the dev mask diagnostics per validation point (the risk scale:
+    the exported one, calibrated against the guards)."""
+    out: dict = {}
+    for key, _, _ in MASK_SERIES:
+        if key == "risk_scale":
+            pts = [(e["step"], e["risk_scale"]["calibrated"]) for e in history if isinstance(e.get("risk_scale"), dict)]
+        else:
+            pts = [(e["step"], e[key]) for e in history if e.get(key) is not None]
+        if pts:
+            out[key] = pts
+    return out
+
+
+def mask_panel(ax, history: list[dict]) -> None:
+    series = mask_series(history)
+    for i, (key, label, style) in enumerate(MASK_SERIES):
+        if key in series:
+            ax.plot(*zip(*series[key]), marker="o", ms=3, ls=style, color=f"C{i + 4}", label=label)
+    ax.axhline(0, color="grey", lw=0.8)
+    ax.set_title("mask diagnostics (dev, per validation)")
+    ax.set_xlabel("optimiser step")
+
+
 def plot_training_curve(path: Path, rows: list[dict], history: list[dict], title: str = "",
                         max_recall_drop: Optional[float] = None, guards: str = "",
                         warnings: Sequence[str] = ()) -> Path:
@@ -63,9 +96,10 @@ def plot_training_curve(path: Path, rows: list[dict], history: list[dict], title
     slacks = [(e["step"], guard_slacks(e)) for e in history]
     names = [n for n in GUARD_LABELS if any(n in g for _, g in slacks)]
     names += sorted({n for _, g in slacks for n in g} - set(names))
+    mask = mask_series(history)
     left_out = ([] if macro else ["selection on dev accuracy (no text-risk figure)"]) + \
         ([] if names else [f"no real-data guards: {guards or 'none'}"])
-    n_panels = 2 + bool(macro) + bool(names)
+    n_panels = 2 + bool(macro) + bool(names) + bool(mask)
     fig, axes = plt.subplots(1, n_panels, figsize=(5.25 * n_panels, 4.6), squeeze=False)
     axes = list(axes[0])
     ax = axes[0]
@@ -129,6 +163,10 @@ def plot_training_curve(path: Path, rows: list[dict], history: list[dict], title
         ax.set_yscale("symlog", linthresh=1e-2)
         ax.set_title("selection guards against their thresholds")
         ax.set_xlabel("optimiser step")
+        panel += 1
+
+    if mask:
+        mask_panel(axes[panel], history)
 
     for a in axes[2:]:  # the same steps as the dev panel, guards or not
         a.set_xlim(axes[1].get_xlim())

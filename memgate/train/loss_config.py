@@ -28,6 +28,10 @@ class LossConfig:
         (0 switches it off). The mask penalty alone does not protect rankings: the gated cosine
         ignores a uniform scaling of g and reorders under any non-uniform one.
     list_temperature: T_l of that term.
+    risk_weight: weight of the auxiliary binary cross-entropy on the risk head's sigmoid(r)
+        (score form mask_risk; docs/design.md section 4): m- labelled 1, m+ and benign-list items
+        0, so sigmoid(r) reads as a calibrated probability of risk. 0 (the default) switches it
+        off.
     """
 
     kind: str = "dpo"
@@ -38,12 +42,13 @@ class LossConfig:
     preserve_negatives: bool = False
     list_preservation_weight: float = 20.0
     list_temperature: float = 0.05
+    risk_weight: float = 0.0
 
     def __post_init__(self) -> None:
         if self.kind not in LOSS_KINDS:
             raise ValueError(f"LossConfig.kind must be one of {list(LOSS_KINDS)}, got {self.kind!r}")
         for name in ("beta", "temperature", "margin_weight", "preservation_weight",
-                     "list_preservation_weight", "list_temperature"):
+                     "list_preservation_weight", "list_temperature", "risk_weight"):
             value = getattr(self, name)
             if type(value) not in (int, float) or not math.isfinite(value):
                 raise ValueError(f"LossConfig.{name} must be a finite number, got {value!r}")
@@ -51,7 +56,7 @@ class LossConfig:
         for name in ("beta", "temperature", "list_temperature"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"LossConfig.{name} must be > 0, got {getattr(self, name)!r}")
-        for name in ("margin_weight", "preservation_weight", "list_preservation_weight"):
+        for name in ("margin_weight", "preservation_weight", "list_preservation_weight", "risk_weight"):
             if getattr(self, name) < 0:
                 raise ValueError(f"LossConfig.{name} must be >= 0, got {getattr(self, name)!r}")
         if self.kind == "dpo+margin" and self.margin_weight == 0:

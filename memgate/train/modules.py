@@ -200,8 +200,10 @@ class MemGateModule(L.LightningModule):
         self.gate = gate
         self.loss_config = loss_config
         self.register_buffer("embeddings", embeddings, persistent=False)
-        # Ranking preservation: benign lists drawn per step from their own seeded stream.
-        self.lists = lists if (lists is not None and len(lists) and loss_config.list_preservation_weight > 0) else None
+        # Ranking preservation (and the risk head's label-0 items): benign lists drawn per step
+        # from their own seeded stream.
+        uses_lists = loss_config.list_preservation_weight > 0 or (loss_config.risk_weight > 0 and gate.has_risk)
+        self.lists = lists if (lists is not None and len(lists) and uses_lists) else None
         if self.lists is not None:
             self.register_buffer("list_query", torch.from_numpy(self.lists.query), persistent=False)
             self.register_buffer("list_items", torch.from_numpy(self.lists.items), persistent=False)
@@ -246,7 +248,7 @@ class MemGateModule(L.LightningModule):
 
     def validation_step(self, batch, batch_idx):
         q, pos, negs, mask = self._gather(batch)
-        _, diag = preference_loss(self.loss_config, self.gate, q, pos, negs, mask)
+        _, diag = preference_loss(self.loss_config, self.gate, q, pos, negs, mask, mask_stats=True)
         self._val.append({"n": len(q), **diag})
 
     def on_validation_epoch_end(self):

@@ -35,6 +35,7 @@ from memgate.train.curve import plot_training_curve
 from memgate.train.lightning_quiet import quiet_lightning
 from memgate.train.modules import Guard, MemGateModule, PreferenceDataModule, read_triples
 from memgate.train.monitor import TrainingMonitor, preflight
+from memgate.train.risk_scale import risk_export_info
 from memgate.train.run_dirs import run_dir_for
 from memgate.train.select_step import BestGateSelection
 
@@ -133,9 +134,11 @@ def training_triples_checked(config: TrainConfig, data_dir: Path, encoder: Encod
 
 
 def benign_list_rows(config: TrainConfig, data_dir: Path) -> list:
-    """The benign lists of every ``data.list_sources`` file when the ranking-preservation term is
-    on (else []): gatemem -> ``train/benign_lists.jsonl``, dialogue -> ``train/dialogue_lists.jsonl``."""
-    if config.loss.list_preservation_weight <= 0:
+    """The benign lists of every ``data.list_sources`` file when the ranking-preservation term or
+    the risk head's calibration loss is on (else []): gatemem -> ``train/benign_lists.jsonl``,
+    dialogue -> ``train/dialogue_lists.jsonl``."""
+    risk_labels = config.loss.risk_weight > 0 and config.gate.score_form == "mask_risk"
+    if config.loss.list_preservation_weight <= 0 and not risk_labels:
         return []
     rows: list = []
     for name in config.data.list_sources:
@@ -271,6 +274,16 @@ def write_curve(run_dir: Path, export_dir: Optional[Path], monitor: TrainingMoni
     return path
 
 
+def write_reliability(export_dir: Path, calibration: Optional[dict], name: str) -> Optional[Path]:
+    """risk_reliability.png in the export (a gate with a risk head and labelled select sets)."""
+    if not calibration or not calibration.get("sets"):
+        return None
+    from memgate.eval.calibration_risk import plot_reliability
+
+    return plot_reliability(Path(export_dir) / "risk_reliability.png", calibration,
+                            title=f"{name}: risk head reliability (select parts)")
+
+
 def metric_for(config: TrainConfig, guard) -> str:
     """The selection metric: the config's, or dev accuracy when no text-risk guard runs (guards
     switched off by the caller, e.g. ``train(..., guard=None)`` in a test)."""
@@ -349,7 +362,7 @@ def train(
         config.optim.weight_decay, config.optim.warmup_steps,
         lists=dm.lists, lists_per_step=config.data.lists_per_step, seed=seed_value,
     )
-    selection = BestGateSelection(guard, metric_for(config, guard))
+    selection = BestGateSelection(guard, metric_for(config, guard), config.selection.risk_scale_grid)
     monitor = TrainingMonitor()
     warnings = preflight(len(dm.train), config.optim.batch_size, config.optim.max_epochs,
                          config.optim.max_steps, config.optim.warmup_steps)
@@ -380,7 +393,9 @@ def train(
 
     anchors = guard.benign_anchor_sets() if hasattr(guard, "benign_anchor_sets") else None
     calibration = calibrate_gate(gate, data_dir, encoder, meta["data_hash"], anchors)
+    risk_sets = guard.risk_label_sets() if hasattr(guard, "risk_label_sets") else {}
     export_info = {
+        **risk_export_info(gate, selection.best or {}, risk_sets),
         "calibration": calibration.to_dict(),
         "encoder": identity,
         "data_hash": meta["data_hash"],
@@ -392,6 +407,7 @@ def train(
     export_gate(gate, export_dir, export_info)
     write_curve(run_dir, export_dir, monitor, selection.history, config,
                 ",".join(getattr(guard, "guards", {}) or {}) or "none", warnings + monitor.warnings)
+    write_reliability(export_dir, export_info.get("risk_calibration"), config.export.name)
     headline = None
     eval_seconds = 0.0
     if config.export.headline:

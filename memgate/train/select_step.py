@@ -15,6 +15,11 @@ and of step 0, are kept. After the fit, ``finalize()`` chooses:
 When no point passes every guard, step 0 ships as the **fallback** (``selection["fallback"]``):
 it ranks like the cosine, and the run says so loudly (``memgate.train.run``). Only the chosen
 entry of the history is marked ``selected``.
+
+A gate with a risk head (score form ``mask_risk``) is judged at the largest multiplier of its
+learned risk scale in ``risk_scale_grid`` at which every guard passes (``memgate.train.risk_scale``):
+the entry records it under ``risk_scale`` and the weights kept for the point carry it. Every entry
+also records the dev mask diagnostics (uniform share, alignment) and the dev activity |cos - S|.
 """
 
 from __future__ import annotations
@@ -29,10 +34,14 @@ import numpy as np
 import torch
 
 from memgate.train.modules import Guard
+from memgate.train.risk_scale import calibrate_risk_scale
 
 log = logging.getLogger(__name__)
 
 REPS_KEY = "_macro_reps"
+# dev diagnostics recorded per validation point (memgate.train.objective)
+DEV_DIAGNOSTICS = ("mask_uniform_share", "mask_alignment_pos", "mask_alignment_neg", "activity",
+                   "risk_pos_mean", "risk_neg_mean", "risk_scale")
 
 
 def _strip(result: Optional[dict]):
@@ -49,9 +58,11 @@ def _strip(result: Optional[dict]):
 class BestGateSelection(L.Callback):
     """Records every validation point with its guards; ``finalize()`` picks the one to export."""
 
-    def __init__(self, guard: Optional[Guard] = None, metric: str = "dev_pref_acc_gated"):
+    def __init__(self, guard: Optional[Guard] = None, metric: str = "dev_pref_acc_gated",
+                 risk_scale_grid: tuple = (1.0,)):
         self.guard = guard if (guard is None or bool(guard)) else None  # an empty guard set = none
         self.metric = metric
+        self.risk_scale_grid = tuple(risk_scale_grid)
         if metric == "text_risk_macro" and "text_risk" not in getattr(self.guard, "names", ()):
             raise ValueError("selection.metric=text_risk_macro needs the text_risk guard "
                              "(selection.text_risk_guard=true)")
@@ -73,22 +84,30 @@ class BestGateSelection(L.Callback):
             "dev_pref_acc_gated": dev["pref_acc_gated"],
             "dev_pref_acc_reference": dev["pref_acc_reference"],
             "dev_cos_v_vg_pos": dev.get("cos_v_vg_pos"),
+            **{f"dev_{k}": dev[k] for k in DEV_DIAGNOSTICS if k in dev},
             "guard": None,
             "passed": True,
             "selected": False,
         }
+        gate = pl_module.gate
         if self.guard is not None:
-            was_training = pl_module.gate.training
-            pl_module.gate.eval()
+            was_training = gate.training
+            gate.eval()
             with torch.no_grad():
-                result, reps = _strip(self.guard(pl_module.gate))
-            pl_module.gate.train(was_training)
+                if gate.has_risk:
+                    raw, entry["risk_scale"] = calibrate_risk_scale(gate, self.guard, self.risk_scale_grid)
+                else:
+                    raw = self.guard(gate)
+                result, reps = _strip(raw)
+            gate.train(was_training)
             entry["guard"], entry["passed"] = result, bool(result["passed"])
             if reps is not None:
                 entry["text_risk_macro"] = result["text_risk"]["macro"]
                 self._reps[entry["step"]] = reps
         if entry["passed"] or entry["step"] == 0:
-            self._states[entry["step"]] = copy.deepcopy(pl_module.gate.state_dict())
+            self._states[entry["step"]] = copy.deepcopy(gate.state_dict())
+        if gate.has_risk:
+            gate.set_risk_scale_factor(1.0)  # training goes on at the learned a
         self.history.append(entry)
         log.info("selection: %s", json.dumps(entry))
 

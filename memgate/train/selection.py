@@ -165,6 +165,7 @@ def suppression_guard(prepared, min_auc: float = 0.5) -> Guard:
                 "one_minus_cos_auc": baseline, "threshold": min_auc, "slack": auc - min_auc,
                 "passed": bool(auc >= min_auc)}
 
+    guard.rows = (q.numpy(), v[:, 0].numpy(), labels.astype(bool))  # the risk head's calibration set
     return guard
 
 
@@ -223,6 +224,22 @@ class SelectionGuards:
             if cell.variant == "natural":
                 benign = ~cell.labels
                 out[f"{cell.source}/beneficial"] = (cell.q.numpy()[benign], cell.v.numpy()[benign])
+        return out
+
+    def risk_label_sets(self) -> dict:
+        """name -> (query vectors, memory vectors, labels) on which the risk head's calibration is
+        read (``memgate.eval.calibration_risk``), select parts only: every natural cell (trap = 1),
+        GateMem select (protected = 1, anchors = 0) and LoCoMo select's required evidence (0)."""
+        out = {}
+        text_risk = self.guards.get("text_risk")
+        for cell in (text_risk.panel.cells if text_risk is not None else ()):
+            out[cell.key] = (cell.q.numpy(), cell.v.numpy(), np.asarray(cell.labels, dtype=bool))
+        rows = getattr(self.guards.get("gatemem"), "rows", None)
+        if rows is not None:
+            out["gatemem/protected"] = rows
+        for name, (q, v) in self.benign_anchor_sets().items():
+            if not name.endswith("/beneficial"):  # the natural cells hold those rows already
+                out[name] = (q, v, np.zeros(len(q), dtype=bool))
         return out
 
 

@@ -42,7 +42,9 @@ from memgate.train.config import TrainConfig
 from memgate.train.lightning_quiet import quiet_lightning
 from memgate.train.modules import MemGateModule, PreferenceDataModule
 from memgate.train.monitor import TrainingMonitor, preflight
-from memgate.train.run import build_trainer, encoder_from, run_record, say_loudly, step_zero_line, write_curve
+from memgate.train.risk_scale import risk_export_info
+from memgate.train.run import (build_trainer, encoder_from, run_record, say_loudly, step_zero_line, write_curve,
+                               write_reliability)
 from memgate.train.run_dirs import run_dir_for
 from memgate.train.select_step import BestGateSelection
 from memgate.train.selection import GUARD_NAMES, selection_guards_for
@@ -182,7 +184,7 @@ def train_on_triples(
     module = MemGateModule(gate, config.loss, dm.embeddings, config.optim.lr,
                            config.optim.weight_decay, config.optim.warmup_steps, lists=dm.lists,
                            lists_per_step=config.data.lists_per_step, seed=seed_value)
-    selection, monitor = BestGateSelection(guard, "dev_pref_acc_gated"), TrainingMonitor()
+    selection, monitor = BestGateSelection(guard, "dev_pref_acc_gated", config.selection.risk_scale_grid), TrainingMonitor()
     warnings = preflight(len(dm.train), config.optim.batch_size, config.optim.max_epochs,
                          config.optim.max_steps, config.optim.warmup_steps)
     trainer = build_trainer(replace(config, trainer=replace(config.trainer, devices=1)), run_dir,
@@ -201,6 +203,8 @@ def train_on_triples(
     calibration, calibration_note = calibrate_on_triples(gate, dm, dev, calibrate)
     warnings = warnings + monitor.warnings
     export_info = {
+        **risk_export_info(gate, selection.best or {},
+                           guard.risk_label_sets() if hasattr(guard, "risk_label_sets") else {}),
         "calibration": calibration,
         "calibration_note": calibration_note,
         "encoder": identity,
@@ -213,6 +217,7 @@ def train_on_triples(
     }
     export_gate(gate, out_dir, export_info)
     write_curve(run_dir, out_dir, monitor, selection.history, config, ",".join(names) or "none", warnings)
+    write_reliability(out_dir, export_info.get("risk_calibration"), config.export.name)
     write_model_card(out_dir, export_info, None)
     summary = {
         "export_dir": str(out_dir),

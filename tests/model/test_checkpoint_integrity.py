@@ -12,7 +12,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from memgate.contract.config import REPO_ROOT
-from memgate.model.checkpoint_format import FORMAT_VERSION, UnverifiedCheckpointWarning
+from memgate.model.checkpoint_format import FORMAT3_KEYS, FORMAT_VERSION, UnverifiedCheckpointWarning
 from memgate.model.gate import MemGate, MemGateConfig
 
 RELEASE = REPO_ROOT / "checkpoints" / "memgate-minilm-l6"
@@ -35,7 +35,7 @@ def edit_config(path, fn):
 def test_export_records_the_weights_sha256(tmp_path):
     _, out = saved(tmp_path)
     raw = json.loads((out / "config.json").read_text())
-    assert raw["format_version"] == FORMAT_VERSION == 2
+    assert raw["format_version"] == FORMAT_VERSION == 3
     assert raw["weights_sha256"] == hashlib.sha256((out / "model.safetensors").read_bytes()).hexdigest()
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a hashed checkpoint loads without any warning
@@ -61,7 +61,8 @@ def test_tampered_weights_are_refused_naming_the_file(tmp_path):
 @pytest.mark.parametrize("version", [1, 2])
 def test_checkpoint_without_a_hash_loads_with_a_warning(tmp_path, version):
     gate, out = saved(tmp_path)
-    edit_config(out, lambda raw: (raw.pop("weights_sha256"), raw.__setitem__("format_version", version)))
+    edit_config(out, lambda raw: (raw.pop("weights_sha256"), raw.__setitem__("format_version", version),
+                                  [raw.pop(key) for key in FORMAT3_KEYS]))
     with pytest.warns(UnverifiedCheckpointWarning, match="not verified"):
         loaded = MemGate.from_pretrained(out)
     assert torch.equal(loaded.head.weight, gate.head.weight)

@@ -272,7 +272,7 @@ def test_save_load_round_trip(tmp_path, gen):
     gate.save_pretrained(tmp_path / "g", extra_config=extra)
     assert sorted(p.name for p in (tmp_path / "g").iterdir()) == ["config.json", "model.safetensors"]
     raw = json.loads((tmp_path / "g" / "config.json").read_text())
-    assert raw["format"] == "memgate-gate" and raw["format_version"] == 2
+    assert raw["format"] == "memgate-gate" and raw["format_version"] == 3
     assert raw["weights_sha256"] == hashlib.sha256((tmp_path / "g" / "model.safetensors").read_bytes()).hexdigest()
     assert raw["dim"] == D and raw["encoder_id"] == "minilm" and raw["export"] == extra
 
@@ -358,7 +358,7 @@ def test_load_rejects_non_finite_weights(tmp_path):
         (lambda raw: raw.__setitem__("dropuot", 0.1), "unknown config key.*dropuot"),
         (lambda raw: raw.pop("hidden"), "missing config key.*hidden"),
         (lambda raw: raw.__setitem__("format", "pytorch"), "format"),
-        (lambda raw: raw.__setitem__("format_version", 3), "format_version.*newer"),
+        (lambda raw: raw.__setitem__("format_version", 4), "format_version.*newer"),
         (lambda raw: raw.__setitem__("features", "qvx"), "features"),
         (lambda raw: raw.__setitem__("export", [1]), "export"),
     ],
