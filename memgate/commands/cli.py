@@ -16,7 +16,8 @@ import importlib
 import inspect
 import os
 import sys
-from typing import Optional, Sequence
+from collections.abc import Sequence
+from typing import Optional
 
 import memgate
 

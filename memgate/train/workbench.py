@@ -125,12 +125,15 @@ def own_source_shares(config: TrainConfig, rows: list) -> TrainConfig:
     return replace(config, data=replace(config.data, source_shares=None))
 
 
+DEFAULT_TRAIN_CONFIG = TrainConfig()  # (a frozen dataclass: one default shared by every call)
+
+
 @quiet_lightning()
 def train_on_triples(
     train: TripleSet,
     dev: TripleSet,
     out_dir: Path,
-    config: TrainConfig = TrainConfig(),
+    config: TrainConfig = DEFAULT_TRAIN_CONFIG,
     guards: str = "auto",
     benign_lists: Optional[list] = None,
     calibrate: bool = True,

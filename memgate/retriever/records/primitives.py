@@ -63,11 +63,20 @@ Event = dict[str, Any]  # one audit event (memgate.retriever.audit.log.make_even
 class StoreBackend(Protocol):
     """The storage primitives of one back-end (module docstring)."""
 
-    encoder_identity: dict[str, Any]
-    dim: int
-    audit: Optional[AuditLog]
-    clock: Callable[[], str]
-    lock: AbstractContextManager[Any]  # a re-entrant lock: the back-end's reads and writes hold it
+    @property
+    def encoder_identity(self) -> dict[str, Any]: ...
+
+    @property
+    def dim(self) -> int: ...
+
+    @property
+    def audit(self) -> Optional[AuditLog]: ...
+
+    @property
+    def clock(self) -> Callable[[], str]: ...
+
+    @property
+    def lock(self) -> AbstractContextManager[Any]: ...  # re-entrant: the back-end's reads and writes hold it
 
     # -- the write primitives -----------------------------------------------------------------
 
