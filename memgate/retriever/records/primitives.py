@@ -60,8 +60,9 @@ Key = tuple[str, str]  # (namespace, memory_id): a record's key (ids are scoped 
 Event = dict[str, Any]  # one audit event (memgate.retriever.audit.log.make_event)
 
 
-class StoreBackend(Protocol):
-    """The storage primitives of one back-end (module docstring)."""
+class StoreFacts(Protocol):
+    """What a store, and each back-end under one, says of itself: the identity of the encoder its
+    vectors come from, their dimension, and its audit log (None: no log)."""
 
     @property
     def encoder_identity(self) -> dict[str, Any]: ...
@@ -71,6 +72,10 @@ class StoreBackend(Protocol):
 
     @property
     def audit(self) -> Optional[AuditLog]: ...
+
+
+class StoreBackend(StoreFacts, Protocol):
+    """The storage primitives of one back-end (module docstring)."""
 
     @property
     def clock(self) -> Callable[[], str]: ...
@@ -143,4 +148,4 @@ class StoreBackend(Protocol):
     def close(self) -> None: ...
 
 
-__all__ = ["Event", "Key", "StoreBackend"]
+__all__ = ["Event", "Key", "StoreBackend", "StoreFacts"]

@@ -13,16 +13,15 @@ from typing import Any, Optional, Protocol, runtime_checkable
 
 import numpy as np
 
-from memgate.retriever.audit.log import AuditLog
 from memgate.retriever.records.index import IndexEntry
 from memgate.retriever.records.memory import StoredMemory
-from memgate.retriever.records.primitives import StoreBackend
+from memgate.retriever.records.primitives import StoreBackend, StoreFacts
 
 SlotHits = tuple[np.ndarray, np.ndarray]  # (vector slots, cosines), best first
 
 
 @runtime_checkable
-class MemoryStore(Protocol):
+class MemoryStore(StoreFacts, Protocol):
     """What :class:`memgate.retriever.GatedRetriever` needs from a store.
 
     Vectors are unit-normalised float32 rows addressed by ``IndexEntry.slot``; every write that
@@ -49,15 +48,6 @@ class MemoryStore(Protocol):
     refuses only inside its write), and ``export_suppression()`` / ``restore_many(...,
     suppression=)`` for ``memgate store export`` / ``import``.
     """
-
-    @property
-    def encoder_identity(self) -> dict[str, Any]: ...
-
-    @property
-    def dim(self) -> int: ...
-
-    @property
-    def audit(self) -> Optional[AuditLog]: ...
 
     def add(self, memory: StoredMemory, vector: Any, *, encoder: Any, allow_relearn: bool = False,
             parent_namespaces: Optional[Mapping[str, str]] = None) -> StoredMemory: ...
