@@ -36,7 +36,13 @@ $(STAMP): pyproject.toml
 	echo $$(( $$(date +%s) - start )) > $(STAMP)
 	@echo "installed into $(VENV) in $$(cat $(STAMP)) s (torch spec: $(TORCH_SPEC))"
 
+# the linted tree: ruff over it, then mypy (strict, its files and settings in pyproject.toml), then
+# the tests; CI (.ci/run) is `make test`, so all three gate every change
+LINTED := memgate data_gen tests train.py evaluate.py
+
 test: $(STAMP)
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 
 test-fast: $(STAMP)
@@ -65,7 +71,8 @@ docs: $(STAMP)
 	$(BIN)/python -m memgate docs --out build/docs
 
 lint: $(STAMP)
-	$(BIN)/ruff check memgate data_gen tests train.py evaluate.py
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/mypy
 
 clean:
 	rm -rf runs lightning_logs .pytest_cache data/default

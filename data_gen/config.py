@@ -3,9 +3,10 @@ overrides (memgate.contract.config), and cross-field validation."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, make_dataclass
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Optional
 
 from memgate.contract.config import ConfigError, from_dict, locate, to_dict
 from memgate.contract.config import load_config as strict_load

@@ -19,7 +19,8 @@ import marshal
 import os
 import signal
 import traceback
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 WORKERS_ENV = "MEMGATE_DATAGEN_WORKERS"
 
@@ -82,7 +83,7 @@ class Forked:
         os.waitpid(self._pid, 0)
         self._pid = None
 
-    def __enter__(self) -> "Forked":
+    def __enter__(self) -> Forked:
         return self
 
     def __exit__(self, *exc_info) -> None:

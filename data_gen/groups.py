@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import heapq
 import random
-from typing import Iterable
+from collections.abc import Iterable
 
 from data_gen import content as C
 from data_gen.build import GroupContext, Instance, InstanceBuilder

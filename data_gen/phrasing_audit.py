@@ -38,8 +38,9 @@ import argparse
 import json
 import os
 import warnings
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Optional
 
 import numpy as np
 

@@ -427,7 +427,7 @@ def plot(study: dict, path: Path) -> None:
     ax.grid(alpha=0.3, axis="y")
     ax = axes[1]
     rows = list(study["rows"])
-    for i, name in enumerate(rows):
+    for _i, name in enumerate(rows):
         r = study["rows"][name]
         ax.errorbar(r["gatemem_report"]["suppression_auc"]["value"], r["locomo_report"]["recall_drop"]["value"],
                     fmt="o", color="k" if name == WITHOUT else f"C{names.index(name)}", label=name)

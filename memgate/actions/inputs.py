@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any, Optional
 
 from memgate.contract.admissibility import INTENTS
 
@@ -174,7 +175,7 @@ class ActionInput:
             raise ActionPolicyError(where + str(exc)) from None
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any], conflicts: Sequence[Conflict] = ()) -> "ActionInput":
+    def from_dict(cls, raw: Mapping[str, Any], conflicts: Sequence[Conflict] = ()) -> ActionInput:
         """Build from a mapping (e.g. a scenario-suite memory); unknown keys raise.
 
         ``conflicts_with`` (a list of ids) is accepted and ignored here: ids are resolved to
@@ -259,7 +260,7 @@ class ActionQuery:
             raise ActionPolicyError("query: " + str(exc)) from None
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> "ActionQuery":
+    def from_dict(cls, raw: Mapping[str, Any]) -> ActionQuery:
         if not isinstance(raw, Mapping):
             raise ActionPolicyError(f"a query must be a mapping, got {type(raw).__name__}")
         unknown = sorted(set(raw) - {"intent", "asks", "proposed_action", "risk", "text"})

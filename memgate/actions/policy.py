@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Mapping, Optional, Union
+from typing import Any, Optional, Union
 
 from memgate.actions.inputs import ACTION_ORDER, SOURCE_TYPES, ActionPolicyError, _check_choice
 from memgate.actions.presets import Preset, _preset_from_dict
@@ -36,7 +37,7 @@ class ActionPolicy:
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any], source: Optional[str] = None,
-                  path: Optional[Path] = None) -> "ActionPolicy":
+                  path: Optional[Path] = None) -> ActionPolicy:
         """The policy in ``raw``; errors name the field (and, given the file ``path``, its line)."""
         where = f"action policy {source or '<dict>'}: "
         try:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from typing import Any, Optional
 
 from memgate.actions.inputs import ACTION_ORDER, RISK_LEVELS, ActionPolicyError, _check_choice
 
@@ -50,7 +51,7 @@ class Preset:
     missing_risk: str = "high"  # the risk when neither the memory nor the query states one
     user_stated: Optional[Mapping[str, str]] = None  # caps for an unlabelled user_stated memory
 
-    def with_overrides(self, name: Optional[str] = None, **changes: Any) -> "Preset":
+    def with_overrides(self, name: Optional[str] = None, **changes: Any) -> Preset:
         """A copy with some values replaced (used by threshold sweeps; validated again)."""
         values = {k: getattr(self, k) for k in self.__dataclass_fields__}
         unknown = sorted(set(changes) - set(values))

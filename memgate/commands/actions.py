@@ -4,8 +4,9 @@ documented in :mod:`memgate.actions.report`)."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional
 
 from memgate.actions.report import write_report
 from memgate.actions.suite import EXPECTED_RESULTS_PATH

@@ -19,9 +19,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional
 
 from memgate.retriever.audit import format_trail, iter_events, operator_trail, verify_log
 from memgate.retriever.stores.embedded.layout import AUDIT_FILE

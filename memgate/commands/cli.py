@@ -16,8 +16,9 @@ import importlib
 import inspect
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional
 
 import memgate
 

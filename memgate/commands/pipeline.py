@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional
 
 from memgate.commands.evaluate_run import evaluate
 from memgate.contract.config import load_config, resolve_path

@@ -20,8 +20,9 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
 
 from memgate.integrations.memory import Memory
 from memgate.retriever.errors import StoreError

@@ -6,8 +6,9 @@ their place, because ``0 == False`` in Python would silently turn "unknown" into
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Optional
+from typing import Optional
 
 TriState = Optional[bool]
 
@@ -102,7 +103,7 @@ class PolicyRules:
     rules: Mapping[str, PolicyRule]
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Mapping]) -> "PolicyRules":
+    def from_dict(cls, raw: Mapping[str, Mapping]) -> PolicyRules:
         rules = {}
         for tag, spec in raw.items():
             unknown = set(spec) - {"reason", "allow_only", "deny"}

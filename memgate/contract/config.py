@@ -14,8 +14,9 @@ import json
 import os
 import re
 import typing
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Optional, Sequence, Type, TypeVar, Union
+from typing import Any, Optional, TypeVar, Union
 
 import yaml
 
@@ -23,7 +24,10 @@ T = TypeVar("T")
 
 
 
-def find_root(package_parent: Path = Path(__file__).resolve().parents[2]) -> Path:
+PACKAGE_PARENT = Path(__file__).resolve().parents[2]  # the folder holding memgate/ (a checkout's root)
+
+
+def find_root(package_parent: Path = PACKAGE_PARENT) -> Path:
     """Where relative paths (configs, data, runs, reports, caches) resolve: ``$MEMGATE_HOME`` if set;
     else the source checkout that holds this package (it has pyproject.toml and configs/ beside
     ``memgate/``); else, for an installed wheel, the working directory, so that nothing is ever
@@ -101,7 +105,7 @@ def _check_type(value: Any, annotation: Any, path: str) -> Any:
     return value
 
 
-def from_dict(cls: Type[T], raw: dict, path: str = "") -> T:
+def from_dict(cls: type[T], raw: dict, path: str = "") -> T:
     """Build dataclass ``cls`` from ``raw``; unknown keys and wrong types raise ConfigError."""
     if not isinstance(raw, dict):
         raise ConfigError(f"{path or cls.__name__}: expected a mapping, got {raw!r}")
@@ -182,7 +186,7 @@ def load_yaml(path: Union[str, Path]) -> dict:
     return raw
 
 
-def load_config(cls: Type[T], path: Optional[Union[str, Path]], overrides: Iterable[str] = (),
+def load_config(cls: type[T], path: Optional[Union[str, Path]], overrides: Iterable[str] = (),
                 values: Optional[dict] = None) -> T:
     """``cls`` from the YAML file at ``path`` merged with ``key=value`` overrides (then ``values``,
     a nested dict of already-typed values from code); a bad key or value raises ConfigError naming

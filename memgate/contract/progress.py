@@ -95,7 +95,7 @@ class Progress:
         if self.lines or time.perf_counter() - self.started >= QUIET_BELOW:
             self._emit(self.line(done=True), final=True)
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Progress:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -7,9 +7,10 @@ On disk a split directory holds ``memories.jsonl`` and ``queries.jsonl`` (what r
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, Iterable, Optional, Type, TypeVar
+from typing import Any, Optional, TypeVar
 
 from memgate.contract.admissibility import (
     INTENTS,
@@ -114,7 +115,7 @@ class MemoryRecord:
             raise RecordError(f"{where}: field 'released_order' must be an integer")
 
     @classmethod
-    def from_dict(cls, raw: dict, where: str = "memory") -> "MemoryRecord":
+    def from_dict(cls, raw: dict, where: str = "memory") -> MemoryRecord:
         if not isinstance(raw, dict):
             raise RecordError(f"{where}: a memory must be a JSON object")
         _reject_unknown(raw, [f.name for f in fields(cls)], where)
@@ -171,7 +172,7 @@ class QueryContext:
             object.__setattr__(self, "namespaces", frozenset(self.namespaces))
 
     @classmethod
-    def from_dict(cls, raw: dict, where: str = "query") -> "QueryContext":
+    def from_dict(cls, raw: dict, where: str = "query") -> QueryContext:
         if not isinstance(raw, dict):
             raise RecordError(f"{where}: a query must be a JSON object")
         _reject_unknown(raw, [f.name for f in fields(cls)], where)
@@ -244,7 +245,7 @@ class PairLabel:
         return self.verdict.exclusion_reasons
 
     @classmethod
-    def from_dict(cls, raw: dict, where: str = "label") -> "PairLabel":
+    def from_dict(cls, raw: dict, where: str = "label") -> PairLabel:
         if not isinstance(raw, dict):
             raise RecordError(f"{where}: a label must be a JSON object")
         _reject_unknown(raw, [f.name for f in fields(cls)], where)
@@ -295,7 +296,7 @@ def route_verdict(memory: MemoryRecord, context: QueryContext, rules: PolicyRule
 R = TypeVar("R", MemoryRecord, QueryContext, PairLabel)
 
 
-def read_records(path: Path, kind: Type[R]) -> list[R]:
+def read_records(path: Path, kind: type[R]) -> list[R]:
     records = []
     for lineno, raw in iter_jsonl(path):
         records.append(kind.from_dict(raw, where=f"{path}:{lineno}"))

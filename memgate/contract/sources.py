@@ -7,8 +7,9 @@ query contexts. The scorer-only parts (``labels``, ``anchor_groups``, ``query_me
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Optional
 
 import numpy as np
 
@@ -93,7 +94,7 @@ class EvalSource:
             return explicit
         return self.default_label(self._query_by_id()[query_id], self.memories[self.index_of[memory_id]])
 
-    def route_view(self) -> "RouteView":
+    def route_view(self) -> RouteView:
         return RouteView(memories=self.memories, queries=self.queries, pools=self.pools,
                          policy_rules=self.policy_rules)
 

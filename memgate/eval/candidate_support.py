@@ -12,7 +12,8 @@ Tri-states are coded 1 / 0 / -1 (True / False / None).
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
+from typing import Optional
 
 import numpy as np
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import operator
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import Optional
 
 import numpy as np
 

@@ -10,8 +10,9 @@ optionally restricted to readable namespaces), Kleene exclusion on route-visible
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Optional
 
 import numpy as np
 import torch
@@ -277,7 +278,7 @@ class RouteRunner:
         ranked = np.concatenate([rank_by_score(self.ids_rank, head, gate_scores), tail])[:k]
         return RouteResult([str(x) for x in self.ids[ranked]], n_cos, n_gate)
 
-    def with_namespaces(self, namespaces: np.ndarray) -> "RouteRunner":
+    def with_namespaces(self, namespaces: np.ndarray) -> RouteRunner:
         """A copy whose route-visible namespace column is replaced (random_partition)."""
         clone = copy.copy(self)
         clone._ns = namespaces

@@ -33,8 +33,9 @@ control counts per cluster (``ClusterAUC``), the same statistic as
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Optional
 
 import numpy as np
 import torch

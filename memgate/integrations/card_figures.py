@@ -47,7 +47,7 @@ def _is_number(value: Any) -> bool:
 
 def check_figure(key: str, value: Any) -> Optional[str]:
     """Why ``value`` is not a plausible figure for ``key``, or None."""
-    for pattern, kind, low, high in FIGURE_RANGES:
+    for pattern, kind, low, high in FIGURE_RANGES:  # noqa: B007 (the match is used after the loop)
         if fnmatchcase(key.lower(), pattern):
             break
     else:
@@ -96,8 +96,10 @@ def implausible_figures(config: Mapping[str, Any], headline: Optional[Mapping[st
     """Every figure the default-on rule may read that breaks :data:`FIGURE_RANGES` (empty when
     all are plausible)."""
     out: list[str] = []
-    export = config.get("export") if isinstance(config.get("export"), Mapping) else {}
-    selection = export.get("selection") if isinstance(export.get("selection"), Mapping) else {}
+    found = config.get("export")
+    export: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+    chosen = export.get("selection")
+    selection: Mapping[str, Any] = chosen if isinstance(chosen, Mapping) else {}
     for key in ("guard", "guards"):
         if key in selection:
             _walk({key: selection[key]}, "export.selection", "config.json", out)

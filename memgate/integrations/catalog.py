@@ -24,7 +24,7 @@ class Catalog:
         self.store = store
         self.key_field = key_field
         self.seq = 0
-        self._attrs: dict[tuple[str, str], dict] = {}
+        self._attrs: dict[tuple[str, str], dict[str, Any]] = {}
         self._kinds: dict[tuple[str, str], str] = {}
         self._directives: dict[str, set[str]] = {}  # namespace -> its forget directives' ids
         self._by_ns: dict[str, set[str]] = {}
@@ -73,7 +73,7 @@ class Catalog:
         return sorted(self._by_ns)
 
     def ids(self, namespaces: Iterable[str], filters: Optional[Mapping[str, Any]] = None,
-            where: Optional[Callable[[dict], bool]] = None,
+            where: Optional[Callable[[dict[str, Any]], bool]] = None,
             directives: Optional[bool] = None) -> list[str]:
         """Live ids in ``namespaces`` whose metadata matches ``filters`` (a checked
         :mod:`memgate.integrations.filters` spec) and ``where`` (a predicate), sorted;
@@ -93,7 +93,7 @@ class Catalog:
         self.refresh()
         return self._by_key.get((namespace, key))
 
-    def attributes(self, memory_id: str, namespace: Optional[str] = None) -> Optional[dict]:
+    def attributes(self, memory_id: str, namespace: Optional[str] = None) -> Optional[dict[str, Any]]:
         """The live record's metadata (``namespace`` picks among namespaces using the id)."""
         self.refresh()
         found = [a for (ns, mid), a in self._attrs.items()

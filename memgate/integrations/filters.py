@@ -20,7 +20,8 @@ top-level metadata keys. A malformed filter raises ``ValueError`` naming the key
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from collections.abc import Callable, Mapping
+from typing import Any, Optional
 
 OPS = ("eq", "ne", "in", "nin", "gt", "gte", "lt", "lte", "exists", "contains", "icontains")
 LOGICAL = ("AND", "OR", "NOT")
@@ -34,13 +35,13 @@ def _op(name: str, key: str) -> str:
     return op
 
 
-def check_filters(filters: Optional[Mapping[str, Any]], where: str = "filters") -> dict:
+def check_filters(filters: Optional[Mapping[str, Any]], where: str = "filters") -> dict[str, Any]:
     """A validated copy (operators normalised); ``None`` -> ``{}``."""
     if filters is None:
         return {}
     if not isinstance(filters, Mapping):
         raise ValueError(f"{where} must be a JSON object, got {type(filters).__name__}")
-    out: dict = {}
+    out: dict[str, Any] = {}
     for key, cond in filters.items():
         if not isinstance(key, str) or not key:
             raise ValueError(f"{where}: keys must be non-empty strings, got {key!r}")
@@ -73,7 +74,7 @@ def check_filters(filters: Optional[Mapping[str, Any]], where: str = "filters") 
     return out
 
 
-def _items(stored: Any) -> list:
+def _items(stored: Any) -> list[Any]:
     return list(stored) if isinstance(stored, list) else [stored]
 
 
@@ -90,7 +91,8 @@ def _holds(op: str, stored: Any, value: Any) -> bool:
     if stored is _MISSING:
         return op in ("ne", "nin")
     if op in ("contains", "icontains"):
-        fold = (lambda x: x.casefold() if isinstance(x, str) else x) if op == "icontains" else (lambda x: x)
+        fold: Callable[[Any], Any] = (lambda x: x.casefold() if isinstance(x, str) else x) if op == "icontains" \
+            else (lambda x: x)
         if isinstance(stored, str):
             return isinstance(value, str) and fold(value) in fold(stored)
         return isinstance(stored, list) and fold(value) in [fold(i) for i in stored]
@@ -105,8 +107,9 @@ def _holds(op: str, stored: Any, value: Any) -> bool:
         return not any(i in value for i in items)
     if not _ordered(stored, value):
         return False
-    return {"gt": stored > value, "gte": stored >= value, "lt": stored < value,
-            "lte": stored <= value}[op]
+    holds: bool = {"gt": stored > value, "gte": stored >= value, "lt": stored < value,
+                   "lte": stored <= value}[op]
+    return holds
 
 
 def matches(attributes: Mapping[str, Any], filters: Mapping[str, Mapping[str, Any]]) -> bool:

@@ -33,9 +33,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Optional, cast
 
 from memgate.integrations.card_figures import implausible_figures
 from memgate.model.pretrained import resolve_checkpoint
@@ -60,7 +61,7 @@ def released_gate_dir() -> Path:
     return resolve_checkpoint(RELEASED_GATE)
 
 
-def _read_json(path: Path) -> Optional[dict]:
+def _read_json(path: Path) -> Optional[dict[str, Any]]:
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -100,8 +101,8 @@ def recorded_report_drop(config: Mapping[str, Any], headline: Optional[Mapping[s
     for holder in (headline or {}, config.get("export") or {}):
         report = holder.get("locomo_report") if isinstance(holder, Mapping) else None
         drop = report.get("drop") if isinstance(report, Mapping) else None
-        if type(drop) in (int, float) and math.isfinite(drop):
-            return float(drop)
+        if type(drop) in (int, float) and math.isfinite(cast(float, drop)):
+            return float(cast(float, drop))
     return None
 
 

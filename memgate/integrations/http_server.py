@@ -48,13 +48,14 @@ import importlib.metadata
 import json
 import re
 from collections.abc import Mapping
-from typing import Any, Literal, Optional
+from typing import Any, Literal, Optional, cast
 
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import Message, Receive, Send
 
 from memgate.contract.defaults import MAX_LIMIT
 from memgate.integrations.memory import check_user_id
@@ -179,14 +180,17 @@ class BodyLimit:
     def __init__(self, app: Any, limit: int):
         self.app, self.limit = app, limit
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
-            return await self.app(scope, receive, send)
+            await self.app(scope, receive, send)
+            return
         too_big = _error(413, f"request body over {self.limit} bytes", "body")
         declared = dict(scope.get("headers") or []).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.limit:
-            return await too_big(scope, receive, send)
-        chunks, size, more = [], 0, True
+            await too_big(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        size, more = 0, True
         while more:
             message = await receive()
             if message["type"] != "http.request":  # the client went away
@@ -194,12 +198,13 @@ class BodyLimit:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.limit:
-                return await too_big(scope, receive, send)
+                await too_big(scope, receive, send)
+                return
             chunks.append(chunk)
             more = message.get("more_body", False)
         body, replayed = b"".join(chunks), False
 
-        async def replay():
+        async def replay() -> Message:
             nonlocal replayed
             if not replayed:
                 replayed = True
@@ -224,10 +229,10 @@ def create_app(memory: Any, api_keys: Mapping[str, str], *, max_body_bytes: int 
     if not api_keys:
         raise ValueError("api_keys must map at least one key to a principal")
     keys = {}
-    for key, principal in api_keys.items():
+    for key, owner in api_keys.items():
         if not isinstance(key, str) or len(key) < 16:
             raise ValueError("every API key must be a string of at least 16 characters")
-        keys[_hash(key)] = check_user_id(principal)
+        keys[_hash(key)] = check_user_id(owner)
 
     warm = warmup if warmup is not None else Warmup(memory)
     # concurrent requests' embeddings in one batch, outside Memory's call lock (identical vectors)
@@ -263,54 +268,54 @@ def create_app(memory: Any, api_keys: Mapping[str, str], *, max_body_bytes: int 
             raise _Auth("unknown API key")
         if len(set(who)) > 1:  # two valid keys of two principals: never pick one
             raise _Auth("X-API-Key and the bearer key name different principals; send one key")
-        return who[0]
+        return cast(str, who[0])  # (None is refused above)
 
     @app.exception_handler(_Auth)
-    async def _on_auth(request, exc):
+    async def _on_auth(request: Request, exc: Any) -> JSONResponse:
         return _error(401, str(exc), "authorization")
 
     @app.exception_handler(RequestValidationError)
-    async def _on_validation(request, exc):
+    async def _on_validation(request: Request, exc: Any) -> JSONResponse:
         first = exc.errors()[0] if exc.errors() else {}
         loc = ".".join(str(p) for p in first.get("loc", ()))
         return _error(422, first.get("msg", "invalid request"), loc or None)
 
     @app.exception_handler(UnknownMemoryError)
-    async def _on_unknown(request, exc):
+    async def _on_unknown(request: Request, exc: Any) -> JSONResponse:
         return _error(404, str(exc), "memory_id")
 
     @app.exception_handler(StaleRevisionError)
-    async def _on_stale(request, exc):
+    async def _on_stale(request: Request, exc: Any) -> JSONResponse:
         return _error(409, str(exc), "expected_revision")
 
     @app.exception_handler(SuppressedContentError)
-    async def _on_suppressed(request, exc):  # the field that repeats forgotten content
+    async def _on_suppressed(request: Request, exc: Any) -> JSONResponse:  # the field that repeats forgotten content
         return _error(409, str(exc), _field_of(str(exc)) or "text")
 
     @app.exception_handler(ForgottenMemoryError)
-    async def _on_forgotten(request, exc):
+    async def _on_forgotten(request: Request, exc: Any) -> JSONResponse:
         return _error(409, str(exc), "memory_id")
 
     @app.exception_handler(WarmingUp)
-    async def _on_warming_up(request, exc):
+    async def _on_warming_up(request: Request, exc: Any) -> JSONResponse:
         response = _error(503, str(exc))
         response.headers["Retry-After"] = "2"
         return response
 
     @app.exception_handler(WarmupFailed)
-    async def _on_warmup_failed(request, exc):
+    async def _on_warmup_failed(request: Request, exc: Any) -> JSONResponse:
         return _error(500, str(exc))
 
     @app.exception_handler(StoreFullError)
-    async def _on_full(request, exc):  # nothing was applied; retry once space is freed
+    async def _on_full(request: Request, exc: Any) -> JSONResponse:  # nothing was applied; retry once space is freed
         return _error(507, str(exc), "store")
 
     @app.exception_handler(DamagedStoreError)
-    async def _on_damaged(request, exc):
+    async def _on_damaged(request: Request, exc: Any) -> JSONResponse:
         return _error(500, str(exc), "store")
 
     @app.exception_handler(StarletteHTTPException)
-    async def _on_http(request, exc):  # FastAPI's own errors (body parsing, unknown route, method)
+    async def _on_http(request: Request, exc: Any) -> JSONResponse:  # FastAPI's own errors (body parsing, unknown route, method)
         if exc.status_code == 400 and exc.detail == "There was an error parsing the body":
             return _error(400, _unparsable(await request.body()), "body")
         response = _error(exc.status_code, str(exc.detail), None)
@@ -318,46 +323,48 @@ def create_app(memory: Any, api_keys: Mapping[str, str], *, max_body_bytes: int 
         return response
 
     @app.exception_handler(ValueError)
-    async def _on_value(request, exc):
+    async def _on_value(request: Request, exc: Any) -> JSONResponse:
         return _error(400, str(exc), _field_of(str(exc)))
 
     @app.exception_handler(TypeError)
-    async def _on_type(request, exc):
+    async def _on_type(request: Request, exc: Any) -> JSONResponse:
         return _error(400, str(exc), _field_of(str(exc)))
 
     @app.get("/health")
-    def health() -> dict:
+    def health() -> dict[str, Any]:
         return {"status": "ok", "ready": warm.ready, "warmup": warm.status(), "version": _version(),
                 "store": type(memory.store).__name__,
                 "gate": {"on": memory.gate_decision.use, "reason": memory.gate_decision.reason},
                 "action_preset": memory.retriever.config.action_preset}
 
     @app.post("/memories", status_code=201)
-    def add(body: AddRequest, who: str = Depends(principal)) -> dict:
+    def add(body: AddRequest, who: str = Depends(principal)) -> dict[str, Any]:
         warm.wait()
         prefetch(body.text)
         fields = {k: v for k, v in body.fields.model_dump().items() if v is not None}
-        return memory.add(body.text, user_id=who, metadata=body.metadata, memory_id=body.memory_id,
-                          agent_id=body.agent_id, run_id=body.run_id, **fields)
+        added: dict[str, Any] = memory.add(body.text, user_id=who, metadata=body.metadata,
+                                           memory_id=body.memory_id, agent_id=body.agent_id,
+                                           run_id=body.run_id, **fields)
+        return added
 
     @app.post("/memories/batch", status_code=201)
-    def add_batch(body: BatchAddRequest, who: str = Depends(principal)) -> dict:
+    def add_batch(body: BatchAddRequest, who: str = Depends(principal)) -> dict[str, Any]:
         warm.wait()
         items = [{"text": i.text, "metadata": i.metadata, "memory_id": i.memory_id,
                   **{k: v for k, v in i.fields.model_dump().items() if v is not None}} for i in body.items]
         return {"results": memory.add_many(items, user_id=who, agent_id=body.agent_id, run_id=body.run_id)}
 
     @app.delete("/memories")
-    def forget_all(who: str = Depends(principal)) -> dict:
+    def forget_all(who: str = Depends(principal)) -> dict[str, Any]:
         warm.wait()  # (each forget directive is embedded)
         return {"forgotten": memory.delete_all(user_id=who)}
 
     @app.get("/memories")
-    def list_memories(limit: int = Query(100, ge=1, le=1000), who: str = Depends(principal)) -> dict:
+    def list_memories(limit: int = Query(100, ge=1, le=1000), who: str = Depends(principal)) -> dict[str, Any]:
         return {"results": memory.get_all(user_id=who, limit=limit)}
 
     @app.post("/search")
-    def search(body: SearchRequest, who: str = Depends(principal)) -> dict:
+    def search(body: SearchRequest, who: str = Depends(principal)) -> dict[str, Any]:
         warm.wait()
         args = body.model_dump()
         query = args.pop("query")
@@ -365,26 +372,27 @@ def create_app(memory: Any, api_keys: Mapping[str, str], *, max_body_bytes: int 
         return dict(memory.search(query, user_id=who, **args))
 
     @app.get("/memories/{memory_id}")
-    def get(memory_id: str, who: str = Depends(principal)) -> dict:
+    def get(memory_id: str, who: str = Depends(principal)) -> dict[str, Any]:
         found = memory.get(memory_id, user_id=who)
         if found is None:
             raise UnknownMemoryError(f"no memory {memory_id!r} for this key")
-        return found
+        return dict(found)
 
     @app.patch("/memories/{memory_id}")
-    def update(memory_id: str, body: UpdateRequest, who: str = Depends(principal)) -> dict:
+    def update(memory_id: str, body: UpdateRequest, who: str = Depends(principal)) -> dict[str, Any]:
         warm.wait()
-        return memory.update(memory_id, user_id=who, text=body.text, metadata=body.metadata,
-                             expected_revision=body.expected_revision)
+        updated: dict[str, Any] = memory.update(memory_id, user_id=who, text=body.text, metadata=body.metadata,
+                                                expected_revision=body.expected_revision)
+        return updated
 
     @app.delete("/memories/{memory_id}")
     def forget(memory_id: str, directive: Optional[str] = Query(None, min_length=1, max_length=MAX_TEXT_CHARS),
-               who: str = Depends(principal)) -> dict:
+               who: str = Depends(principal)) -> dict[str, Any]:
         warm.wait()  # (the forget directive is embedded)
         return {"forgotten": memory_id, "directive": memory.delete(memory_id, user_id=who, directive=directive)}
 
     @app.get("/memories/{memory_id}/history")
-    def history(memory_id: str, who: str = Depends(principal)) -> dict:
+    def history(memory_id: str, who: str = Depends(principal)) -> dict[str, Any]:
         return {"memory_id": memory_id, "events": memory.history(memory_id, user_id=who)}
 
     app.add_middleware(BodyLimit, limit=max_body_bytes)

@@ -121,14 +121,14 @@ def _compare(item_value: Any, filter_value: Any) -> bool:
     if isinstance(filter_value, (list, tuple)):
         return (isinstance(item_value, (list, tuple)) and len(item_value) == len(filter_value)
                 and all(_compare(a, b) for a, b in zip(item_value, filter_value)))
-    return item_value == filter_value
+    return bool(item_value == filter_value)
 
 
 def _operator(value: Any, op: str, target: Any) -> bool:
     if op == "$eq":
-        return value == target
+        return bool(value == target)
     if op == "$ne":
-        return value != target
+        return bool(value != target)
     if op in ("$gt", "$gte", "$lt", "$lte"):
         try:
             a, b = float(value), float(target)
@@ -178,10 +178,10 @@ class MemgateStore(BaseStore):
         with self._lock:
             self.retriever.close()
 
-    def __enter__(self) -> "MemgateStore":
+    def __enter__(self) -> MemgateStore:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # -- the BaseStore interface --------------------------------------------------------------
@@ -204,7 +204,7 @@ class MemgateStore(BaseStore):
                     puts[(tuple(op.namespace), str(op.key))] = op
                 else:
                     raise ValueError(f"unknown operation type {type(op).__name__}")
-            new: dict[str, list[tuple[str, dict]]] = {}  # namespace -> (text, fields) of new keys
+            new: dict[str, list[tuple[str, dict[str, Any], list[str]]]] = {}  # namespace -> (text, attributes, markers) of new keys
             for (namespace, key), op in puts.items():
                 if op.value is None:
                     self._delete(namespace, key)
@@ -223,12 +223,18 @@ class MemgateStore(BaseStore):
 
     # -- operations ---------------------------------------------------------------------------
 
-    def _item(self, record: Any, cls: type = Item, score: Optional[float] = None) -> Item:
+    def _item(self, record: Any) -> Item:
+        return Item(**self._item_fields(record))
+
+    def _search_item(self, record: Any, score: Optional[float] = None) -> SearchItem:
+        return SearchItem(score=score, **self._item_fields(record))
+
+    @staticmethod
+    def _item_fields(record: Any) -> dict[str, Any]:
         attrs = record.attributes
-        kwargs = dict(namespace=from_namespace(record.namespace), key=attrs[KEY], value=attrs[VALUE],
-                      created_at=datetime.fromisoformat(record.created_at),
-                      updated_at=datetime.fromisoformat(record.updated_at))
-        return SearchItem(score=score, **kwargs) if cls is SearchItem else Item(**kwargs)
+        return dict(namespace=from_namespace(record.namespace), key=attrs[KEY], value=attrs[VALUE],
+                    created_at=datetime.fromisoformat(record.created_at),
+                    updated_at=datetime.fromisoformat(record.updated_at))
 
     def _get(self, namespace: tuple[str, ...], key: str) -> Optional[Item]:
         memory_id = self.catalog.by_key(to_namespace(namespace), key)
@@ -249,7 +255,7 @@ class MemgateStore(BaseStore):
         return text, True, [t for t in texts if t.strip()]
 
     def _prepare(self, namespace: tuple[str, ...], key: str, value: Any,
-                 index: Any) -> tuple[str, dict, list[str]]:
+                 index: Any) -> tuple[str, dict[str, Any], list[str]]:
         """(text, attributes, markers) of the record that holds the item."""
         if not isinstance(value, Mapping):
             raise ValueError(f"put {namespace}/{key}: value must be a mapping, got {type(value).__name__}")
@@ -309,7 +315,7 @@ class MemgateStore(BaseStore):
             return []
         if not op.query:
             records = sorted(self.mstore.get_many(keyed).values(), key=lambda r: (r.created_at, r.memory_id))
-            return [self._item(r, SearchItem) for r in records[op.offset: op.offset + op.limit]]
+            return [self._search_item(r) for r in records[op.offset: op.offset + op.limit]]
         records = self.mstore.get_many(keyed)
         indexed = [i for i in keyed if records[i].attributes.get(INDEXED)]
         hits: list[SearchItem] = []
@@ -317,11 +323,11 @@ class MemgateStore(BaseStore):
             ctx = QueryContext(query_id=f"lg-q-{uuid.uuid4().hex}", text="", principal=self.principal,
                                namespaces=frozenset(namespaces), time=now_utc())
             result = self.retriever.retrieve(op.query, ctx, k=op.offset + op.limit, only_ids=indexed)
-            hits = [self._item(it.memory, SearchItem, it.score) for it in result.items][op.offset:]
+            hits = [self._search_item(it.memory, it.score) for it in result.items][op.offset:]
         if len(hits) < op.limit:  # as InMemoryStore: unindexed matches fill the rest, unscored
             rest = sorted((records[i] for i in keyed if not records[i].attributes.get(INDEXED)),
                           key=lambda r: (r.created_at, r.memory_id))
-            hits.extend(self._item(r, SearchItem) for r in rest[: op.limit - len(hits)])
+            hits.extend(self._search_item(r) for r in rest[: op.limit - len(hits)])
         return hits
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
@@ -329,7 +335,7 @@ class MemgateStore(BaseStore):
         keyed = {t for t in found if self.catalog.ids([to_namespace(t)], where=lambda a: KEY in a)}
         names = [t for t in keyed if all(_matches(m, t) for m in op.match_conditions or ())]
         if op.max_depth is not None:
-            names = {t[: op.max_depth] for t in names}
+            return sorted({t[: op.max_depth] for t in names})[op.offset: op.offset + op.limit]
         return sorted(names)[op.offset: op.offset + op.limit]
 
 

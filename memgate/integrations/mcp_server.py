@@ -22,11 +22,13 @@ seconds"; list_memories, get_memory and memory_history never wait.
 from __future__ import annotations
 
 import hmac
+from collections.abc import Callable
 from typing import Any, Optional
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from starlette.responses import JSONResponse
+from starlette.types import Receive, Send
 
 from memgate.integrations.memory import check_user_id
 from memgate.integrations.warmup import WarmingUp, Warmup, WarmupFailed
@@ -44,6 +46,8 @@ INSTRUCTIONS = (
 
 class StrictMCPServer(MCPServer):
     """An MCP server whose tools refuse arguments they do not take (the SDK drops them)."""
+
+    warmup: Optional[Warmup] = None  # the background load of its encoder and gate (create_mcp_server)
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         known = {t.name: t for t in await self.list_tools()}
@@ -67,7 +71,7 @@ def create_mcp_server(memory: Any, principal: str, *, name: str = "memgate",
     server = StrictMCPServer(name=name, instructions=INSTRUCTIONS, log_level="WARNING")
     warm = warmup if warmup is not None else Warmup(memory)
 
-    def guarded(call, embeds: bool = True):
+    def guarded(call: Callable[[], dict[str, Any]], embeds: bool = True) -> dict[str, Any]:
         try:
             if embeds:
                 warm.wait()
@@ -92,7 +96,7 @@ def create_mcp_server(memory: Any, principal: str, *, name: str = "memgate",
         and an allowed action; ``forgotten_relevant`` is true when the user asked to forget
         something relevant (the forgotten detail itself is gone). ``intent``: current_state
         (default), history or unknown; ``filters``: metadata filters."""
-        def run():
+        def run() -> dict[str, Any]:
             hits = memory.search(query, user_id=user, limit=limit, filters=filters, intent=intent)
             return {"query_id": hits["query_id"], "forgotten_relevant": hits["forgotten_relevant"],
                     "results": [{k: h[k] for k in RESULT_FIELDS} for h in hits["results"]]}
@@ -106,8 +110,8 @@ def create_mcp_server(memory: Any, principal: str, *, name: str = "memgate",
     @server.tool(structured_output=True)
     def get_memory(memory_id: str) -> dict[str, Any]:
         """One of the user's memories by id."""
-        def run():
-            found = memory.get(memory_id, user_id=user)
+        def run() -> dict[str, Any]:
+            found: Optional[dict[str, Any]] = memory.get(memory_id, user_id=user)
             if found is None:
                 raise UnknownMemoryError(f"no memory {memory_id!r} for this user")
             return found
@@ -147,15 +151,16 @@ class BearerKey:
             raise ValueError("the MCP server's API key must be at least 16 characters")
         self.app, self.key = app, key.encode()
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             auth = dict(scope.get("headers") or []).get(b"authorization", b"")
             given = auth[7:].strip() if auth.lower().startswith(b"bearer ") else b""
             if not hmac.compare_digest(given, self.key):
                 response = JSONResponse({"error": {"field": "authorization", "message": "unknown or missing key"}},
                                         status_code=401)
-                return await response(scope, receive, send)
-        return await self.app(scope, receive, send)
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 def http_app(server: MCPServer, key: str) -> Any:

@@ -78,7 +78,7 @@ SCOPE_KEYS = ("agent_id", "run_id")  # metadata keys that narrow within a user's
 OUTPUT_FORMATS = ("v1.1", "v1.0")  # v1.0: search returns the old list shape (one release)
 
 
-class SearchResults(dict):
+class SearchResults(dict[str, Any]):
     """One search: ``{"results": [hit, ...], "forgotten_relevant": bool, "query_id": str,
     "route": str, "excluded": int}`` (hits best first; ``excluded``: memories left out by the
     metadata rules; ``forgotten_relevant``: a forget directive would have ranked within the
@@ -86,7 +86,7 @@ class SearchResults(dict):
     number (``hits[0]``, the shape of 0.1) still reaches ``results``, with a DeprecationWarning,
     for one release."""
 
-    def __init__(self, hits: Iterable[dict], query_id: str, excluded: int, route: str,
+    def __init__(self, hits: Iterable[dict[str, Any]], query_id: str, excluded: int, route: str,
                  forgotten_relevant: bool = False):
         super().__init__(results=list(hits), forgotten_relevant=bool(forgotten_relevant),
                          query_id=query_id, route=route, excluded=int(excluded))
@@ -106,7 +106,7 @@ class SearchResults(dict):
         return super().__getitem__(key)
 
 
-class LegacySearchResults(list):
+class LegacySearchResults(list[Any]):
     """The shape of 0.1 (``output_format="v1.0"``, one release): a list of hits with
     ``query_id``, ``excluded``, ``route`` and ``forgotten_relevant`` attributes."""
 
@@ -146,7 +146,7 @@ def now_utc() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def check_scope(agent_id: Any = None, run_id: Any = None) -> dict:
+def check_scope(agent_id: Any = None, run_id: Any = None) -> dict[str, Any]:
     """``{"agent_id": ..., "run_id": ...}`` of the given ones (non-empty strings), checked."""
     scope = {}
     for name, value in (("agent_id", agent_id), ("run_id", run_id)):
@@ -159,7 +159,7 @@ def check_scope(agent_id: Any = None, run_id: Any = None) -> dict:
     return scope
 
 
-def record_view(record: Any, user_id: Optional[str] = None) -> dict:
+def record_view(record: Any, user_id: Optional[str] = None) -> dict[str, Any]:
     """A stored record as the agent surfaces return it (JSON-ready); ``agent_id`` / ``run_id``
     are fields of their own, not metadata."""
     metadata = dict(record.attributes)
@@ -200,7 +200,7 @@ class Memory:
     def __init__(self, path: Any = None, *, store: str = "embedded", url: Optional[str] = None,
                  collection: str = "memgate", api_key: Optional[str] = None, gate: Any = "auto",
                  action_preset: str = "agent_default",
-                 policy_rules: Optional[Mapping[str, Mapping]] = None, encoder: Any = None,
+                 policy_rules: Optional[Mapping[str, Mapping[str, Any]]] = None, encoder: Any = None,
                  rerank_depth: int = RERANK_DEPTH, fail_mode: str = "open", fsync: bool = True,
                  audit_log: Any = None, output_format: str = "v1.1"):
         if output_format not in OUTPUT_FORMATS:
@@ -235,10 +235,10 @@ class Memory:
                 self._closed = True
                 self.retriever.close()
 
-    def __enter__(self) -> "Memory":
+    def __enter__(self) -> Memory:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def _check_open(self) -> None:
@@ -286,7 +286,7 @@ class Memory:
         for link in fields.get("supersedes") or ():
             self._own(link if isinstance(link, str) else link.memory_id, user_id)
 
-    def _scoped_ids(self, user_id: str, scope: Mapping[str, str], flt: Optional[dict],
+    def _scoped_ids(self, user_id: str, scope: Mapping[str, str], flt: Optional[dict[str, Any]],
                     directives: bool) -> Optional[list[str]]:
         """The user's ids within ``scope`` matching ``flt`` (directives: scope only), or None
         when nothing narrows (every id of the namespace)."""
@@ -298,10 +298,10 @@ class Memory:
 
     # -- writes -------------------------------------------------------------------------------
 
-    def _item(self, item: Any, i: Optional[int], scope: Mapping[str, str]) -> dict:
+    def _item(self, given: Any, i: Optional[int], scope: Mapping[str, str]) -> dict[str, Any]:
         """One add's fields (checked): text, attributes (metadata + scope), provenance, tags."""
         where = "add()" if i is None else f"items[{i}]:"
-        item = {"text": item} if isinstance(item, str) else dict(item)
+        item: dict[str, Any] = {"text": given} if isinstance(given, str) else dict(given)
         if "text" not in item:
             raise ValueError(f"{where} field 'text' is missing")
         for reserved in ("namespace", "principal", "attributes"):
@@ -349,7 +349,7 @@ class Memory:
             return record_view(stored, user_id)
 
     def add_many(self, items: Iterable[Any], *, user_id: str, agent_id: Optional[str] = None,
-                 run_id: Optional[str] = None) -> list[dict]:
+                 run_id: Optional[str] = None) -> list[dict[str, Any]]:
         """Store several memories in one write (all or none), embedded in one batch; each item
         is a text or a mapping ``{"text": ..., "metadata": {...}, **record_fields}``."""
         ns = user_namespace(user_id)
@@ -365,7 +365,7 @@ class Memory:
 
     def update(self, memory_id: str, *, user_id: Optional[str] = None, text: Optional[str] = None,
                metadata: Optional[Mapping[str, Any]] = None,
-               expected_revision: Optional[int] = None, **fields: Any) -> dict:
+               expected_revision: Optional[int] = None, **fields: Any) -> dict[str, Any]:
         """Change a memory's text (re-embedded), metadata (replaced as a whole; its
         ``agent_id`` / ``run_id`` stay) or other updatable fields; ``expected_revision`` makes it
         compare-and-set. Without ``user_id``, the id must name one user's memory."""
@@ -390,7 +390,7 @@ class Memory:
             return record_view(updated, user_id)
 
     def delete(self, memory_id: str, *, user_id: Optional[str] = None,
-               directive: Optional[str] = None) -> dict:
+               directive: Optional[str] = None) -> dict[str, Any]:
         """Forget a memory (text, metadata and vector erased for good; the id cannot be reused)
         and keep a forget directive in the user's namespace; returns the directive. Without
         ``user_id``, the id must name one user's memory (else :class:`UnknownMemoryError`, the
@@ -482,7 +482,7 @@ class Memory:
                                   forgotten_relevant=bool(result.set_apart))
             return LegacySearchResults(found) if self.output_format == "v1.0" else found
 
-    def get(self, memory_id: str, *, user_id: Optional[str] = None) -> Optional[dict]:
+    def get(self, memory_id: str, *, user_id: Optional[str] = None) -> Optional[dict[str, Any]]:
         """The user's memory, or None (unknown, another user's, or forgotten; without
         ``user_id``, also an id several users' memories share). A read by id needs no retriever
         state, so it does not wait for the lock (the store locks itself)."""
@@ -494,7 +494,7 @@ class Memory:
             return None
 
     def _listed(self, user_id: str, filters: Any, limit: Optional[int], scope: Mapping[str, str],
-                directives: bool) -> list[dict]:
+                directives: bool) -> list[dict[str, Any]]:
         if limit is not None and (type(limit) is not int or limit < 1):
             raise ValueError(f"field 'limit' must be an int >= 1 or None, got {limit!r}")
         flt = check_filters(filters)
@@ -508,17 +508,17 @@ class Memory:
 
     def get_all(self, *, user_id: str, filters: Optional[Mapping[str, Any]] = None,
                 limit: Optional[int] = None, agent_id: Optional[str] = None,
-                run_id: Optional[str] = None) -> list[dict]:
+                run_id: Optional[str] = None) -> list[dict[str, Any]]:
         """The user's live memories (not the forget directives: :meth:`directives`), oldest
         first; ``agent_id`` / ``run_id`` narrow to the memories added with them."""
         return self._listed(user_id, filters, limit, check_scope(agent_id, run_id), directives=False)
 
-    def directives(self, *, user_id: str, limit: Optional[int] = None) -> list[dict]:
+    def directives(self, *, user_id: str, limit: Optional[int] = None) -> list[dict[str, Any]]:
         """The user's forget directives (what is left where a memory was forgotten), oldest
         first."""
         return self._listed(user_id, None, limit, {}, directives=True)
 
-    def history(self, memory_id: str, *, user_id: Optional[str] = None) -> list[dict]:
+    def history(self, memory_id: str, *, user_id: Optional[str] = None) -> list[dict[str, Any]]:
         """The memory's audit trail (stored, updated, retrieved, forgotten, ...; never text): this
         user's record of the id and this user's own queries only
         (:meth:`memgate.retriever.GatedRetriever.history`)."""

@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import logging
 import os
-from functools import lru_cache
+from collections.abc import Mapping
+from functools import cache
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Optional
 
+from memgate.contract.admissibility import PolicyRules
 from memgate.contract.defaults import RERANK_DEPTH
 from memgate.integrations.gate_default import GateDecision, gate_default, released_gate_dir
 from memgate.model.encoder import Encoder, EncoderConfig, set_offline_defaults
@@ -33,7 +35,7 @@ log = logging.getLogger("memgate")
 
 STORES = tuple(STORE_KINDS)  # ("embedded", "qdrant", "postgres")
 DEFAULT_POLICY_TAG = "general"  # what the agent surfaces tag an untagged memory with
-DEFAULT_POLICY_RULES = {DEFAULT_POLICY_TAG: {}}  # readable for every purpose
+DEFAULT_POLICY_RULES: dict[str, Mapping[str, Any]] = {DEFAULT_POLICY_TAG: {}}  # readable for every purpose
 QDRANT_TRUST_WARNING = (
     "{path}: a Qdrant local-mode directory; qdrant-client stores its points there with pickle, "
     "so opening it can run code: open only directories you created or trust")
@@ -50,7 +52,7 @@ def say_once(key: str, message: str, level: int = logging.WARNING) -> None:
         log.log(level, message)
 
 
-@lru_cache(maxsize=None)
+@cache
 def default_encoder() -> Any:
     """The bundled all-MiniLM-L6-v2 encoder without a disk cache (one per process). Its model
     loads at the first encode (or ``warm_up()``), quietly: opening a store to list, read or
@@ -76,8 +78,8 @@ def resolve_gate(gate: Any) -> tuple[Any, GateDecision]:
     if isinstance(gate, str) and gate == "released":
         where = released_gate_dir()
         return where, GateDecision(True, "gate='released' was passed", where)
-    where = Path(gate) if isinstance(gate, (str, os.PathLike)) else None
-    return gate, GateDecision(True, "a gate was passed explicitly", where)
+    given = Path(gate) if isinstance(gate, (str, os.PathLike)) else None
+    return gate, GateDecision(True, "a gate was passed explicitly", given)
 
 
 def open_store(store: str = "embedded", *, path: Any = None, url: Optional[str] = None,
@@ -100,7 +102,7 @@ def open_store(store: str = "embedded", *, path: Any = None, url: Optional[str] 
 
 
 def open_retriever(store: Any, *, encoder: Any = None, gate: Any = "auto",
-                   policy_rules: Optional[Mapping[str, Mapping]] = None,
+                   policy_rules: Optional[Mapping[str, Mapping[str, Any]]] = None,
                    action_preset: str = "agent_default", rerank_depth: int = RERANK_DEPTH,
                    fail_mode: str = "open") -> tuple[Any, GateDecision]:
     """A :class:`GatedRetriever` over ``store`` with the agent defaults; the caller (the
@@ -111,7 +113,7 @@ def open_retriever(store: Any, *, encoder: Any = None, gate: Any = "auto",
     # exact_search=False: approximate (HNSW) candidate search for a namespace of 20,000+ records
     # on the embedded store, a Qdrant server's HNSW on Qdrant, pgvector's HNSW index (or an exact
     # plan, PostgreSQL's choice) on PostgreSQL; exact below that
-    config = RetrieverConfig(policy_rules=rules, action_preset=action_preset,
+    config = RetrieverConfig(policy_rules=PolicyRules.from_dict(rules), action_preset=action_preset,
                              rerank_depth=rerank_depth, fail_mode=fail_mode, exact_search=False)
     return GatedRetriever(store, encoder or default_encoder(), gate=chosen, config=config), decision
 

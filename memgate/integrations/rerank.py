@@ -21,9 +21,10 @@ trusted metadata, which an outside retriever's hits do not carry: use ``memgate.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
 
 import numpy as np
 
@@ -68,11 +69,13 @@ def _text_of(candidate: Any, i: int) -> str:
         return candidate
     if isinstance(candidate, dict):
         for key in TEXT_KEYS:
-            if isinstance(candidate.get(key), str):
-                return candidate[key]
+            text = candidate.get(key)
+            if isinstance(text, str):
+                return text
     for attr in TEXT_KEYS:
-        if isinstance(getattr(candidate, attr, None), str):
-            return getattr(candidate, attr)
+        found = getattr(candidate, attr, None)
+        if isinstance(found, str):
+            return found
     raise ValueError(f"candidates[{i}] has no text (a string, or a mapping with one of {TEXT_KEYS})")
 
 
@@ -83,12 +86,13 @@ def _unit(x: np.ndarray, what: str) -> np.ndarray:
     norms = np.linalg.norm(x, axis=-1, keepdims=True)
     if (norms == 0).any():
         raise ValueError(f"{what} holds a zero vector")
-    return x / norms
+    unit: np.ndarray = x / norms
+    return unit
 
 
 def rerank(query: Any, candidates: Any, *, gate: Any = "released", encoder: Any = None,
            top_k: Optional[int] = None, drop_threshold: Any = "checkpoint",
-           keep_dropped: bool = False) -> list[dict]:
+           keep_dropped: bool = False) -> list[dict[str, Any]]:
     """Re-score ``candidates`` for ``query`` with the learned gate (module docstring).
 
     ``gate``: ``"released"`` (default: the released gate), ``"auto"`` (the released gate when the
@@ -98,7 +102,7 @@ def rerank(query: Any, candidates: Any, *, gate: Any = "released", encoder: Any 
     embeds texts (default: the bundled encoder; its identity must be the gate's).
     """
     model = _gate(gate)
-    enc_for_dim = None
+    enc_for_dim: Any = None
     if model is None:
         enc_for_dim = encoder or default_encoder()
     dim = model.config.dim if model is not None else int(enc_for_dim.identity["dim"])

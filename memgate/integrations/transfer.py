@@ -58,7 +58,7 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def export_store(store: Any, out: str | Path, *, audit_path: Optional[Path] = None) -> dict:
+def export_store(store: Any, out: str | Path, *, audit_path: Optional[Path] = None) -> dict[str, Any]:
     """Write ``store`` (an EmbeddedStore or QdrantStore) to the directory ``out`` (created; must
     be empty); returns the manifest."""
     out = Path(out)
@@ -72,7 +72,8 @@ def export_store(store: Any, out: str | Path, *, audit_path: Optional[Path] = No
     with (out / RECORDS).open("w", encoding="utf-8") as handle:
         for start in range(0, len(keys), 1000):
             chunk = keys[start: start + 1000]
-            records, vectors = {}, {}
+            records: dict[tuple[str, str], StoredMemory] = {}
+            vectors: dict[tuple[str, str], np.ndarray] = {}
             for ns in sorted({n for _, n in chunk}):
                 got = store.get_many([i for i, n in chunk if n == ns], namespace=ns)
                 records.update(((i, ns), r) for i, r in got.items())
@@ -108,7 +109,7 @@ def _looks_like_qdrant_local(path: Path) -> bool:
         (path / "meta.json").is_file() and not (path / MANIFEST).is_file())
 
 
-def read_export(src: str | Path) -> tuple[dict, list, list, Optional[dict]]:
+def read_export(src: str | Path) -> tuple[dict[str, Any], list[Any], list[Any], Optional[dict[str, Any]]]:
     """Check an export directory and return ``(manifest, memories, vectors, suppression)`` (a
     vector per memory, None for tombstones; the suppression list, None in a format-1 export).
     Raises :class:`ImportRefused` naming the file and field."""
@@ -145,7 +146,10 @@ def read_export(src: str | Path) -> tuple[dict, list, list, Optional[dict]]:
     if len(matrix) and (not np.isfinite(matrix).all()
                         or np.abs(np.linalg.norm(matrix, axis=1) - 1).max() > UNIT_TOLERANCE):
         raise ImportRefused(f"{src / VECTORS}: every vector must be finite and unit-norm")
-    memories, vectors, seen_ids, seen_rows = [], [], set(), set()
+    memories: list[StoredMemory] = []
+    vectors: list[Optional[np.ndarray]] = []
+    seen_ids: set[tuple[str, str]] = set()
+    seen_rows: set[int] = set()
     with (src / RECORDS).open(encoding="utf-8") as handle:
         for lineno, line in enumerate(handle, start=1):
             where = f"{src / RECORDS}:{lineno}"
@@ -174,7 +178,7 @@ def read_export(src: str | Path) -> tuple[dict, list, list, Optional[dict]]:
     return manifest, memories, vectors, _read_suppression(src, manifest)
 
 
-def _read_suppression(src: Path, manifest: dict) -> Optional[dict]:
+def _read_suppression(src: Path, manifest: dict[str, Any]) -> Optional[dict[str, Any]]:
     """The export's suppression list, every entry and key checked (None in a format-1 export)."""
     if SUPPRESSION not in manifest["files"]:
         return None
@@ -205,7 +209,7 @@ def _read_suppression(src: Path, manifest: dict) -> Optional[dict]:
     return raw
 
 
-def import_store(store: Any, src: str | Path, loaded: Optional[tuple] = None) -> int:
+def import_store(store: Any, src: str | Path, loaded: Optional[tuple[Any, ...]] = None) -> int:
     """Import the export at ``src`` into ``store`` (same encoder; no id in common), all or none;
     the export's audit events are appended to the store's audit log. ``loaded``: the result of
     :func:`read_export` when the caller checked the export already. Returns the record count."""
@@ -221,8 +225,9 @@ def import_store(store: Any, src: str | Path, loaded: Optional[tuple] = None) ->
     if audit is not None and (Path(src) / AUDIT).is_file():
         events = list(iter_events(Path(src) / AUDIT))
     if events:  # history first, so the restored records' trails begin where they began
+        assert audit is not None  # (events are read only when the store keeps a log)
         audit.append_many(events)
-    n = store.restore_many(memories, vectors, encoder=store.encoder_identity, suppression=suppression)
+    n: int = store.restore_many(memories, vectors, encoder=store.encoder_identity, suppression=suppression)
     return n
 
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from typing import Any, Literal
 
 
 class ServerThread:
     """``with ServerThread(app) as url: ...``: uvicorn on 127.0.0.1, a free port, stopped at exit."""
 
     def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning",
-                 lifespan: str = "off"):
+                 lifespan: Literal["auto", "on", "off"] = "off") -> None:
         import uvicorn
 
         self.server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level,
@@ -30,7 +30,7 @@ class ServerThread:
         port = self.server.servers[0].sockets[0].getsockname()[1]
         return f"http://{self.host}:{port}"
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=30)
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any, Optional
 
 WAIT_SECONDS = 30.0  # how long a call that needs the encoder or the gate waits for them
 
@@ -45,7 +46,7 @@ class Warmup:
         if start:
             self.start()
 
-    def start(self) -> "Warmup":
+    def start(self) -> Warmup:
         if self._started_at is None:
             self._started_at = time.perf_counter()
             self._thread.start()
@@ -57,6 +58,7 @@ class Warmup:
         except BaseException as exc:  # noqa: BLE001 -- reported by wait() and status()
             self._error = " ".join(str(exc).split()) or type(exc).__name__
         finally:
+            assert self._started_at is not None  # (set by start(), before the thread runs)
             self._seconds = time.perf_counter() - self._started_at
             self._done.set()
 
@@ -73,7 +75,7 @@ class Warmup:
         if self._error is not None:
             raise WarmupFailed(f"memgate could not load the encoder or the gate: {self._error}")
 
-    def status(self) -> dict:
+    def status(self) -> dict[str, Any]:
         """``{"ready", "seconds", "error"}`` (seconds: how long the load took, once done)."""
         return {"ready": self.ready, "seconds": None if self._seconds is None else round(self._seconds, 2),
                 "error": self._error}

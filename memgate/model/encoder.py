@@ -22,10 +22,11 @@ import os
 import sqlite3
 import sys
 import threading
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional
 
 import numpy as np
 

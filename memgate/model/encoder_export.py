@@ -21,9 +21,10 @@ import os
 import tempfile
 import time
 import warnings
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional
 
 import numpy as np
 

@@ -28,9 +28,10 @@ import hashlib
 import logging
 import os
 import re
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Optional
 
 from memgate.model import release_pin
 

@@ -26,7 +26,7 @@ path's steps), ``audit/`` (the log and trails); beside them the retriever's own 
 (``access``, ``writes``, ``exposure``), ``errors``, ``vectors`` and ``config``.
 """
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from memgate.retriever.audit.log import (
     AuditError,
@@ -113,7 +113,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     if name == "Memory":  # the record's old name, for one release
         return renamed_memory("memgate.retriever")
     if name == "FusedGateScorer":  # torch: imported when asked for, not with the retriever

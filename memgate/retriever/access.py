@@ -3,7 +3,8 @@ namespaces under the trusted ACL, write checks, and the record an id names for a
 
 from __future__ import annotations
 
-from typing import Optional
+from collections.abc import Mapping
+from typing import Optional, cast
 
 from memgate.contract.records import QueryContext
 from memgate.retriever.config import RetrieverConfig
@@ -23,7 +24,7 @@ class Access:
         if not isinstance(context, QueryContext):
             raise TypeError(f"context must be a memgate.contract.records.QueryContext, got {type(context).__name__}")
         requested = context.namespaces
-        acl = self.config.acl
+        acl = self._acl()
         if acl is None:
             return frozenset() if requested is None else frozenset(requested)
         if context.principal is None or context.principal not in acl:
@@ -38,8 +39,13 @@ class Access:
                 f"the ACL grants {sorted(granted)}")
         return frozenset(requested)
 
+    def _acl(self) -> Optional[Mapping[str, frozenset[str]]]:
+        """``config.acl``: principal -> the namespaces it may read (``RetrieverConfig`` holds them as
+        frozensets), or None."""
+        return cast(Optional[Mapping[str, frozenset[str]]], self.config.acl)
+
     def check_write(self, principal: Optional[str], namespace: str) -> None:
-        acl = self.config.acl
+        acl = self._acl()
         if acl is None:
             return
         if principal is None or principal not in acl or namespace not in acl[principal]:
@@ -54,7 +60,7 @@ class Access:
         per namespace and nothing outside the principal's namespaces is looked up."""
         if namespace is not None and (not isinstance(namespace, str) or not namespace):
             raise ValueError(f"namespace must be a non-empty string or None, got {namespace!r}")
-        acl = self.config.acl
+        acl = self._acl()
         if acl is None:  # the caller is trusted
             if namespace is not None:
                 record = self.store.get(memory_id, namespace=namespace)
@@ -67,7 +73,7 @@ class Access:
         refused = PermissionError(
             f"principal {principal!r} cannot use memory {memory_id!r}: unknown id or a "
             "namespace outside its ACL")
-        if principal not in acl or (namespace is not None and namespace not in acl[principal]):
+        if principal is None or principal not in acl or (namespace is not None and namespace not in acl[principal]):
             raise refused
         scope = [namespace] if namespace is not None else sorted(acl[principal])
         found = [r for r in (self.store.get(memory_id, namespace=ns) for ns in scope) if r is not None]

@@ -18,7 +18,7 @@ from memgate.contract.defaults import RERANK_DEPTH
 try:  # the allowed-actions module (docs/design.md section 3); the retriever works without it
     from memgate import actions as actions_module
 except ImportError:  # pragma: no cover - exercised only in a tree without memgate.actions
-    actions_module = None
+    actions_module = None  # type: ignore[assignment]
 
 FAIL_MODES = ("open", "closed")
 

@@ -67,7 +67,7 @@ class ExposureAudit:
             event["set_apart"] = list(result.set_apart)
         self.audit.append(event)
 
-    def _retrieval_record(self, query_id: str) -> dict:
+    def _retrieval_record(self, query_id: str) -> dict[str, Any]:
         found = self.retrieved.get(query_id)
         if found is not None:
             return found

@@ -53,7 +53,7 @@ from memgate.retriever.audit.trails import TrailStep
 from memgate.retriever.config import FAIL_MODES, RetrieverConfig
 from memgate.retriever.exposure import ExposureAudit
 from memgate.retriever.query.actions import AllowedActions
-from memgate.retriever.query.embed import Embedder
+from memgate.retriever.query.embed import Embedder, TextEncoder
 from memgate.retriever.query.exclusion import KleeneExclusion, resolve_lifecycle
 from memgate.retriever.query.gate import RetrieverGate, gate_fingerprint
 from memgate.retriever.query.index import QueryIndex
@@ -90,7 +90,7 @@ class GatedRetriever:
     def __init__(
         self,
         store: MemoryStore,
-        encoder: Any,
+        encoder: TextEncoder,
         gate: MemGate | str | Path | None = None,
         config: RetrieverConfig | None = None,
         audit: AuditLog | None = None,
@@ -127,14 +127,14 @@ class GatedRetriever:
     # -- convenience constructors -------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: str | Path, encoder: Any, gate: Any = None,
+    def open(cls, path: str | Path, encoder: TextEncoder, gate: Any = None,
              config: RetrieverConfig | None = None, **store_kwargs: Any) -> GatedRetriever:
         """Open (or create) an :class:`EmbeddedStore` at ``path`` for ``encoder``."""
         store = EmbeddedStore(path, encoder.identity, **store_kwargs)
         return cls(store, encoder, gate=gate, config=config)
 
     @classmethod
-    def open_postgres(cls, url: str, encoder: Any, gate: Any = None,
+    def open_postgres(cls, url: str, encoder: TextEncoder, gate: Any = None,
                       config: RetrieverConfig | None = None, *, schema: str = "memgate",
                       **store_kwargs: Any) -> GatedRetriever:
         """Open (or create) a :class:`memgate.retriever.stores.postgres.PostgresStore` in

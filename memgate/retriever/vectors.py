@@ -44,10 +44,11 @@ def matvec(M: np.ndarray, q: np.ndarray) -> np.ndarray:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
         Mt = torch.from_numpy(np.asarray(M))  # the read-only memory map is only read
-    return torch.mv(Mt, torch.from_numpy(q)).numpy()
+    product: np.ndarray = torch.mv(Mt, torch.from_numpy(q)).numpy()
+    return product
 
 
-def top_by_score(ids: Sequence[str], positions: np.ndarray, scores: np.ndarray, n: int,
+def top_by_score(ids: Sequence[Any], positions: np.ndarray, scores: np.ndarray, n: int,
                  exact: Optional[Callable[[np.ndarray], np.ndarray]] = None) -> tuple[np.ndarray, np.ndarray]:
     """The ``n`` best ``positions`` by score, ties broken by memory id (``ids[position]``) ascending.
 
@@ -77,7 +78,8 @@ def top_by_score(ids: Sequence[str], positions: np.ndarray, scores: np.ndarray, 
 def exact_cosines(matrix: np.ndarray, slots: np.ndarray, q: np.ndarray) -> np.ndarray:
     """Cosines of unit rows ``matrix[slots]`` with unit ``q``, row by row in float64."""
     rows = np.asarray(matrix[slots], dtype=np.float32)
-    return (rows * q).sum(axis=1, dtype=np.float64)
+    cosines: np.ndarray = (rows * q).sum(axis=1, dtype=np.float64)
+    return cosines
 
 
 __all__ = ["check_k", "exact_cosines", "matvec", "readable_namespace_list", "top_by_score"]

@@ -11,7 +11,7 @@ follow :func:`memgate.contract.ids.check_id`."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Optional
 
@@ -111,7 +111,7 @@ class WritePath:
             check(memory, previous=previous)
 
     @contextmanager
-    def _uncache_if_refused(self, texts: Iterable[str]):
+    def _uncache_if_refused(self, texts: Iterable[str]) -> Iterator[None]:
         """A write the store refuses for forgotten content (a race with a forget in another
         process, past the pre-check) leaves no cached embedding of its texts behind."""
         try:

@@ -11,7 +11,7 @@ learning-rate schedule and the validation points do not move.
 from __future__ import annotations
 
 import math
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 from torch.utils.data import Sampler

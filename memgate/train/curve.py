@@ -13,8 +13,9 @@ selection table shows), so the plot never reads anything the run did not record.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional
 
 LOSS_TERMS = ("loss", "loss_dpo", "loss_listwise", "loss_margin", "loss_preservation", "loss_list_kl",
               "loss_risk_bce", "loss_list_risk_bce")

@@ -21,7 +21,6 @@ Benign lists: q (L, d); items (L, n, d); item_mask optional bool (L, n), True fo
 from __future__ import annotations
 
 import torch
-
 import torch.nn.functional as F
 
 from memgate.model.gate import GateOutput, MemGate

@@ -8,9 +8,10 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional
 
 import lightning as L
 import torch

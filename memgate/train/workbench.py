@@ -43,8 +43,15 @@ from memgate.train.lightning_quiet import quiet_lightning
 from memgate.train.modules import MemGateModule, PreferenceDataModule
 from memgate.train.monitor import TrainingMonitor, preflight
 from memgate.train.risk_scale import risk_export_info
-from memgate.train.run import (build_trainer, encoder_from, run_record, say_loudly, step_zero_line, write_curve,
-                               write_reliability)
+from memgate.train.run import (
+    build_trainer,
+    encoder_from,
+    run_record,
+    say_loudly,
+    step_zero_line,
+    write_curve,
+    write_reliability,
+)
 from memgate.train.run_dirs import run_dir_for
 from memgate.train.select_step import BestGateSelection
 from memgate.train.selection import GUARD_NAMES, selection_guards_for
@@ -128,12 +135,15 @@ def own_source_shares(config: TrainConfig, rows: list) -> TrainConfig:
     return replace(config, data=replace(config.data, source_shares=None))
 
 
+DEFAULT_TRAIN_CONFIG = TrainConfig()  # (a frozen dataclass: one default shared by every call)
+
+
 @quiet_lightning()
 def train_on_triples(
     train: TripleSet,
     dev: TripleSet,
     out_dir: Path,
-    config: TrainConfig = TrainConfig(),
+    config: TrainConfig = DEFAULT_TRAIN_CONFIG,
     guards: str = "auto",
     benign_lists: Optional[list] = None,
     calibrate: bool = True,

@@ -10,7 +10,7 @@ supersession applicability are all derived here by enumerating resolutions, not 
 from __future__ import annotations
 
 import itertools
-from typing import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import pytest
 

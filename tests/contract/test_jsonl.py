@@ -12,7 +12,7 @@ from memgate.contract.records import RecordError as RecordsRecordError
 def test_rows_round_trip_with_sorted_keys_and_utf8(tmp_path):
     path = tmp_path / "sub" / "rows.jsonl"
     assert write_jsonl(path, [{"b": 1, "a": "é"}, {"z": None}]) == 2
-    assert path.read_bytes() == '{"a": "é", "b": 1}\n{"z": null}\n'.encode("utf-8")
+    assert path.read_bytes() == '{"a": "é", "b": 1}\n{"z": null}\n'.encode()
     assert read_jsonl(path) == [{"a": "é", "b": 1}, {"z": None}]
 
 

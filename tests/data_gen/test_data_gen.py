@@ -123,7 +123,7 @@ def test_files_and_meta_shapes(tiny_dir):
         for f in SPLIT_FILES:
             assert (tiny_dir / split / f).exists()
         assert set(meta["counts"][split]) == set(SCENARIOS)
-        for scen, c in meta["counts"][split].items():
+        for _scen, c in meta["counts"][split].items():
             assert set(c) == {"triples", "queries"}
             assert all(type(v) is int for v in c.values())
         assert sum(c["queries"] for c in meta["counts"][split].values()) == len(_rows(tiny_dir / split / "queries.jsonl"))

@@ -270,7 +270,7 @@ def test_real_candidates_only_from_generator_episodes(real_root, real_rows):
     # never LoCoMo: no candidate text is a LoCoMo turn or question
     locomo: set = set()
     for conv in raw.locomo_conversations(real_root):
-        for key, turns in conv["conversation"].items():
+        for _key, turns in conv["conversation"].items():
             if isinstance(turns, list):
                 locomo.update(str(t.get("text", "")) for t in turns if isinstance(t, dict))
         locomo.update(str(qa.get("question", "")) for qa in conv.get("qa", []))

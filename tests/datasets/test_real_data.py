@@ -154,7 +154,7 @@ def test_real_splits_recorded_shape(data_root):
     assert {k: len(v) for k, v in g.items()} == {"generator": 45, "select": 14, "report": 32}
     assert not (set(g["generator"]) & set(g["select"]) or set(g["generator"]) & set(g["report"])
                 or set(g["select"]) & set(g["report"]))
-    for domain, prefix in (("medical", "med_"), ("office", "office_"),
+    for _domain, prefix in (("medical", "med_"), ("office", "office_"),
                            ("education", "education_"), ("household", "household_")):
         assert sum(e.startswith(prefix) for e in g["select"]) >= 1
         assert sum(e.startswith(prefix) for e in g["report"]) >= 2

@@ -276,7 +276,7 @@ def test_sweep_clean_figures_match_the_evaluation_and_rows_are_tagged(prepared, 
     assert set(ns["routes"]) == {"namespace_dense", "current_only", "kleene_gate", "kleene_gate_fail_closed"}
     assert set(res["channels"]["policy:false_allow"]["routes"]) == {"kleene_gate", "kleene_gate_fail_closed"}
     assert res["channels"]["intent:flip"]["baseline"] == "namespace_dense"
-    for channel, entry in res["channels"].items():
+    for _channel, entry in res["channels"].items():
         base = entry["baseline_l_rc@20"]
         for route, curve in entry["routes"].items():
             assert curve["l_rc@20"][0] == res["clean_l_rc@20"][route]

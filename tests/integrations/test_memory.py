@@ -84,9 +84,9 @@ def test_users_are_isolated_and_ids_are_no_oracle(mem):
     assert mem.get(b["id"], user_id="alice") is None
     unknown_msg = None
     for memory_id in (b["id"], "no-such-id"):
-        calls = [lambda: mem.update(memory_id, user_id="alice", text="mine now"),
-                 lambda: mem.delete(memory_id, user_id="alice"),
-                 lambda: mem.history(memory_id, user_id="alice")]
+        calls = [lambda: mem.update(memory_id, user_id="alice", text="mine now"),  # noqa: B023 (called below, in this iteration)
+                 lambda: mem.delete(memory_id, user_id="alice"),  # noqa: B023
+                 lambda: mem.history(memory_id, user_id="alice")]  # noqa: B023
         for call in calls:
             with pytest.raises(UnknownMemoryError) as err:
                 call()

@@ -79,7 +79,7 @@ def test_through_the_retriever_no_call_reveals_another_tenants_ids(new_store):
         d = r.forget(memory_id, principal="alice", directive_text="The user asked me to forget a note.",
                      directive_id=directive_id)
         answers[memory_id] = (stored.revision, d.kind)
-        for call in (lambda: r.update(memory_id, 1, principal="alice", kind="x"),):
+        for call in (lambda: r.update(memory_id, 1, principal="alice", kind="x"),):  # noqa: B023 (called at once)
             with pytest.raises(Exception) as info:
                 call()
             answers[memory_id] += (type(info.value).__name__,)

@@ -35,8 +35,9 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
 
 from memgate.contract.seeding import component_rng
 from memgate.datasets.real.io_guard import check_part_access
@@ -90,7 +91,7 @@ def heldout_family(source: Source, seed: int = 0) -> str:
 
 def text_part(key: str, seed: int = 0) -> str:
     """The part of a memory text (or a user) in every source (see the module doc)."""
-    u = int.from_bytes(hashlib.sha256(f"{seed}/phrasing/{key}".encode("utf-8")).digest()[:8], "big") / 2 ** 64
+    u = int.from_bytes(hashlib.sha256(f"{seed}/phrasing/{key}".encode()).digest()[:8], "big") / 2 ** 64
     return "select" if u < FRACTIONS["select"] else ("report" if u < FRACTIONS["select"] + FRACTIONS["report"]
                                                      else "train")
 

@@ -33,9 +33,10 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
 
 from memgate.contract.jsonl import read_jsonl
 from memgate.datasets.real import phrasing_rules as R

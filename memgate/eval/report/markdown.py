@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional
 
 from memgate.contract import markdown as md
 from memgate.eval.report.style import label_of, legend_outside, merge_identical, route_styles, sort_routes

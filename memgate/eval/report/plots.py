@@ -14,8 +14,9 @@ is skipped (returns None); plots never change metrics.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional
 
 from memgate.eval.report.style import label_of, legend_outside, merge_identical, route_styles, sort_routes
 

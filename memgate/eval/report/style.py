@@ -5,8 +5,8 @@ identical are drawn once and labelled together (``a = b``) instead of hiding und
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Hashable, Sequence
 
 # family -> (colour, variants in marker order); a route not listed falls into "other".
 FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {

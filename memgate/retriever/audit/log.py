@@ -26,7 +26,7 @@ import json
 import os
 import threading
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -70,7 +70,7 @@ def _check_no_text(value: Any, path: str) -> None:
             _check_no_text(item, path)
 
 
-def make_event(event_type: str, /, clock=utc_now, **payload: Any) -> dict:
+def make_event(event_type: str, /, clock: Callable[[], str] = utc_now, **payload: Any) -> dict[str, Any]:
     """A complete event dict (validated, not yet written)."""
     if event_type not in EVENTS:
         raise AuditError(f"unknown audit event {event_type!r}; known: {EVENTS}")
@@ -83,7 +83,7 @@ def make_event(event_type: str, /, clock=utc_now, **payload: Any) -> dict:
 class AuditLog:
     """An append-only JSONL file shared by the store (write events) and the retriever."""
 
-    def __init__(self, path: str | os.PathLike, fsync: bool = True):
+    def __init__(self, path: str | os.PathLike[str], fsync: bool = True):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.fsync = fsync
@@ -131,11 +131,11 @@ class AuditLog:
             handle.seek(-1, os.SEEK_END)
             return handle.read(1) == b"\n"
 
-    def events(self) -> Iterator[dict]:
+    def events(self) -> Iterator[dict[str, Any]]:
         """Every complete event in file order, duplicates (same event_id) dropped."""
         return iter_events(self.path, self)
 
-    def find_retrieval(self, query_id: str) -> Optional[dict]:
+    def find_retrieval(self, query_id: str) -> Optional[dict[str, Any]]:
         found = None
         for event in self.events():
             if event["event"] == "retrieved" and event.get("query_id") == query_id:
@@ -143,7 +143,7 @@ class AuditLog:
         return found
 
 
-def iter_events(path: str | os.PathLike, log: Optional[AuditLog] = None) -> Iterator[dict]:
+def iter_events(path: str | os.PathLike[str], log: Optional[AuditLog] = None) -> Iterator[dict[str, Any]]:
     path = Path(path)
     if not path.exists():
         return
@@ -176,22 +176,22 @@ class LogCheck:
     exposures: int = 0
     disclosures: int = 0
     torn_lines: int = 0
-    violations: list = field(default_factory=list)
+    violations: list[Any] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return not self.violations
 
 
-def verify_log(path: str | os.PathLike) -> LogCheck:
+def verify_log(path: str | os.PathLike[str]) -> LogCheck:
     """Check every logged query: R subset of the ids stored before it (W), E subset of R,
     one retrieval per query id, no content keys."""
     log = AuditLog.__new__(AuditLog)  # reader only: no directory creation
     log.torn_lines = 0
     check = LogCheck()
     stored: set[str] = set()
-    stored_keys: set[tuple] = set()
-    retrieved: dict[str, set] = {}
+    stored_keys: set[tuple[Any, ...]] = set()
+    retrieved: dict[str, set[Any]] = {}
     for e in iter_events(path, log):
         kind = e.get("event")
         try:

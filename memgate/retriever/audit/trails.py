@@ -19,7 +19,7 @@ class TrailStep:
 
     stage: str
     ts: str
-    detail: dict
+    detail: dict[str, Any]
     query_id: Optional[str] = None
 
 
@@ -27,7 +27,7 @@ _VERSION_KEYS = ("gate_version", "policy_version", "action_policy_version")
 _RANK_KEYS = ("rank", "score", "cosine", "gate_score", "lifecycle", "action", "unresolved")
 
 
-def _compact(d: Mapping[str, Any], keys: Iterable[str]) -> dict:
+def _compact(d: Mapping[str, Any], keys: Iterable[str]) -> dict[str, Any]:
     return {k: d[k] for k in keys if d.get(k) not in (None, [], (), {})}
 
 
@@ -36,7 +36,7 @@ def _item_namespace(item: Mapping[str, Any], query_namespaces: Any) -> Optional[
     else the query's one readable namespace, else unknown (None)."""
     ns = item.get("namespace")
     if ns is not None:
-        return ns
+        return str(ns)
     spaces = list(query_namespaces or ())
     return spaces[0] if len(spaces) == 1 else None
 
@@ -54,7 +54,7 @@ class _Scope:
         if self.namespace is None:
             return True
         if "namespace" in event:
-            return event["namespace"] == self.namespace
+            return bool(event["namespace"] == self.namespace)
         return self.principal is None or event.get("principal") == self.principal
 
     def query(self, event: Mapping[str, Any]) -> bool:
@@ -68,8 +68,8 @@ class _Scope:
 
 def _trail(events: Iterable[Mapping[str, Any]], memory_id: str, scope: _Scope) -> list[TrailStep]:
     steps: list[TrailStep] = []
-    retrieved_in: dict[str, Optional[str]] = {}  # query id -> the namespace its ranks give the id
-    read_by: dict[str, Any] = {}  # query id -> the namespaces it read
+    retrieved_in: dict[Optional[str], Optional[str]] = {}  # query id -> the namespace its ranks give the id
+    read_by: dict[Optional[str], Any] = {}  # query id -> the namespaces it read
     for e in events:
         kind = e.get("event")
         if kind in STORE_EVENTS:
@@ -87,7 +87,7 @@ def _trail(events: Iterable[Mapping[str, Any]], memory_id: str, scope: _Scope) -
             continue
         if kind not in QUERY_EVENTS or not scope.query(e):
             continue
-        qid = e.get("query_id")
+        qid: Optional[str] = e.get("query_id")
         who = _compact(e, ("principal", "intent", "purpose"))
         if kind == "retrieved":
             spaces = read_by[qid] = e.get("namespaces")

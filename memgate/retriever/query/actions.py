@@ -28,7 +28,7 @@ class AllowedActions:
             self.policy.preset(config.action_preset)  # fail fast on a bad preset
             self.version = f"{self.policy.version}/{config.action_preset}"
 
-    def request(self, intent: Optional[str], asks: str, proposed_action: Optional[str],
+    def request(self, intent: str, asks: str, proposed_action: Optional[str],
                 risk: Optional[str]) -> Any:
         """The request the policy decides for (:class:`memgate.actions.ActionQuery`), or None."""
         if self.policy is None or _actions is None:

@@ -5,7 +5,8 @@ allows that, and the cached embeddings of forgotten texts can be removed from it
 from __future__ import annotations
 
 import inspect
-from typing import Any, Optional
+from collections.abc import Mapping
+from typing import Any, Optional, Protocol, cast
 
 import numpy as np
 
@@ -22,11 +23,30 @@ def check_text(text: Any, what: str = "text") -> None:
             "(memgate.retriever.MAX_TEXT_CHARS); split it into several memories")
 
 
-class Embedder:
-    """Texts -> vectors through ``encoder`` (:class:`memgate.model.encoder.Encoder` or anything
-    with its ``encode(texts, progress=)`` and ``identity``)."""
+class TextEncoder(Protocol):
+    """The encoder protocol: what the retriever needs from an encoder
+    (:class:`memgate.model.encoder.Encoder` implements it; so does any object with an
+    ``identity`` mapping, ``{id, revision, normalize, dim}``, and ``encode``). ``encode`` embeds
+    a batch of texts into a ``(len(texts), dim)`` float array, unit rows when the identity says
+    ``normalize``; an encoder whose ``encode`` also takes ``cache=`` gets ``cache=False`` for
+    query texts (they never enter its disk cache)."""
 
-    def __init__(self, encoder: Any) -> None:
+    @property
+    def identity(self) -> Mapping[str, Any]: ...
+
+    def encode(self, texts: list[str], progress: bool = ...) -> np.ndarray: ...
+
+
+class CachingEncoder(TextEncoder, Protocol):
+    """An encoder with an embedding cache it can be told to bypass (``cache=False``)."""
+
+    def encode(self, texts: list[str], progress: bool = ..., cache: bool = ...) -> np.ndarray: ...
+
+
+class Embedder:
+    """Texts -> vectors through ``encoder`` (:class:`TextEncoder`)."""
+
+    def __init__(self, encoder: TextEncoder) -> None:
         self.encoder = encoder
         try:  # query embeddings stay out of the encoder's disk cache when it allows that
             self._takes_cache = "cache" in inspect.signature(encoder.encode).parameters
@@ -37,7 +57,7 @@ class Embedder:
         """One text's vector (``cache=False``: never written to the encoder's disk cache)."""
         check_text(text, what)
         if not cache and self._takes_cache:
-            out: np.ndarray = self.encoder.encode([text], progress=False, cache=False)[0]
+            out: np.ndarray = cast(CachingEncoder, self.encoder).encode([text], progress=False, cache=False)[0]
             return out
         first: np.ndarray = self.encoder.encode([text], progress=False)[0]
         return first
@@ -54,4 +74,4 @@ class Embedder:
             cache.delete([text_hash(text)])
 
 
-__all__ = ["Embedder", "check_text"]
+__all__ = ["CachingEncoder", "Embedder", "TextEncoder", "check_text"]

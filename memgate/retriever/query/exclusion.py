@@ -17,14 +17,15 @@ from memgate.retriever.query.index import QueryIndex
 from memgate.retriever.query.ranking import Ranking
 from memgate.retriever.query.results import Exclusion
 from memgate.retriever.query.verdicts import A_FALSE, A_NONE, A_TRUE, ExclusionSummary, SignatureVerdicts
+from memgate.retriever.records.index import SupportIndex
 from memgate.retriever.stores.base import MemoryStore
 
-SearchFn = Callable[[np.ndarray, frozenset[str], int, None], Any]  # the ranking step's search
+SearchFn = Callable[[np.ndarray, frozenset[str], int, None], np.ndarray]  # the ranking step's search
 
 
 def resolve_lifecycle(
     state: str,
-    superseded_scopes: tuple,
+    superseded_scopes: tuple[Any, ...],
     window: Optional[SupersessionScope],
     subject: Optional[str],
     when: Optional[str],
@@ -54,32 +55,34 @@ def resolve_lifecycle(
     return state
 
 
-def _scopes_from_key(key: tuple) -> tuple:
+def _scopes_from_key(key: tuple[Any, ...]) -> tuple[Optional[SupersessionScope], ...]:
     return tuple(None if s is None else SupersessionScope(*s) for s in key)
 
 
 class Verdicts(NamedTuple):
     """The Kleene step's answer for one query, per signature (never per record)."""
 
-    info: dict  # signature code -> (resolved lifecycle, admissible, reasons, unresolved axes)
+    info: dict[int, tuple[Any, ...]]  # signature code -> (resolved lifecycle, admissible, reasons, unresolved axes)
     a: np.ndarray  # admissibility code (A_FALSE / A_TRUE / A_NONE) per signature code
     keep_sig: np.ndarray  # bool per signature code: survives Kleene exclusion
     ns_mask: np.ndarray  # bool per namespace code: readable
     summary: ExclusionSummary
 
-    def kept(self, index, positions: np.ndarray) -> np.ndarray:
+    def kept(self, index: SupportIndex, positions: np.ndarray) -> np.ndarray:
         """Which ``positions`` are live, readable and kept."""
         ok = index.alive[positions] & self.ns_mask[index.ns[positions]]
         sig = index.sig[positions]
         ok &= sig < len(self.keep_sig)
-        return ok & self.keep_sig[np.minimum(sig, len(self.keep_sig) - 1)]
+        kept: np.ndarray = ok & self.keep_sig[np.minimum(sig, len(self.keep_sig) - 1)]
+        return kept
 
-    def excluded(self, index, positions: np.ndarray) -> np.ndarray:
+    def excluded(self, index: SupportIndex, positions: np.ndarray) -> np.ndarray:
         """Which ``positions`` are live, readable and excluded by the Kleene step."""
         ok = index.alive[positions] & self.ns_mask[index.ns[positions]]
         sig = index.sig[positions]
         ok &= sig < len(self.keep_sig)
-        return ok & ~self.keep_sig[np.minimum(sig, len(self.keep_sig) - 1)]
+        excluded: np.ndarray = ok & ~self.keep_sig[np.minimum(sig, len(self.keep_sig) - 1)]
+        return excluded
 
 
 class KleeneExclusion:
@@ -88,7 +91,7 @@ class KleeneExclusion:
     def __init__(self, index: QueryIndex, store: MemoryStore, config: RetrieverConfig) -> None:
         self.index, self.store, self.config = index, store, config
 
-    def _decide(self, context: QueryContext, readable: frozenset) -> Callable[[int], tuple]:
+    def _decide(self, context: QueryContext, readable: frozenset[str]) -> Callable[[int], tuple[Any, ...]]:
         """The verdict of one signature code through :func:`memgate.contract.records.route_verdict`
         (the one implementation of the semantics)."""
         idx = self.index.support
@@ -97,7 +100,7 @@ class KleeneExclusion:
             purpose=context.purpose, intent=context.intent, time=context.time,
             subject=context.subject)
 
-        def decide(s: int) -> tuple:
+        def decide(s: int) -> tuple[Any, ...]:
             ns, tags, state, scopes, (vf, vt) = idx.sig_keys[s]
             window = None if vf is None and vt is None else SupersessionScope(None, vf, vt)
             resolved = resolve_lifecycle(state, _scopes_from_key(scopes), window,
@@ -112,7 +115,7 @@ class KleeneExclusion:
             return (resolved, a, tuple(reasons), tuple(verdict.unresolved_axes))
         return decide
 
-    def verdicts(self, context: QueryContext, readable: frozenset) -> Verdicts:
+    def verdicts(self, context: QueryContext, readable: frozenset[str]) -> Verdicts:
         """Kleene verdicts for the whole support, one per metadata signature, cached per
         ``(purpose, intent, subject, time bucket)``; the summary of the support (search filter,
         counts by reason) cached per readable namespaces too (:mod:`memgate.retriever.query.verdicts`)."""
@@ -134,7 +137,7 @@ class KleeneExclusion:
             cache.put_summary(skey, summary, codes)
         return Verdicts(sv.info, sv.a, summary.keep_sig, ns_mask, summary)
 
-    def _summarise(self, sig_codes: np.ndarray, sv: SignatureVerdicts, readable: frozenset,
+    def _summarise(self, sig_codes: np.ndarray, sv: SignatureVerdicts, readable: frozenset[str],
                    n_sigs: int) -> ExclusionSummary:
         """What the support asks of the search, in O(signatures of the readable namespaces)."""
         idx = self.index.support
@@ -168,7 +171,7 @@ class KleeneExclusion:
             counts=counts, candidates=int(live.sum()), kept=int(live[keep].sum()),
             unresolved_kept=int(live[keep & (a == A_NONE)].sum()))
 
-    def exclusion_filter(self, support: np.ndarray, keep: np.ndarray) -> tuple[list, list, list]:
+    def exclusion_filter(self, support: np.ndarray, keep: np.ndarray) -> tuple[list[str], list[tuple[str, str]], list[str]]:
         """The Kleene exclusions as a store-search filter: lifecycle states whose every readable
         record is excluded go as payload values (``exclude_states``); on a store that keeps each
         record's :func:`memgate.retriever.records.index.signature_digest` (``filters_signatures``),
@@ -184,7 +187,7 @@ class KleeneExclusion:
         whole = [code for code in np.unique(states[dropped]).tolist()
                  if not keep[states == code].any()]
         by_id = dropped & ~np.isin(states, np.array(whole, dtype=np.int32))
-        digests: list = []
+        digests: list[Any] = []
         if getattr(self.store, "filters_signatures", False) and by_id.any():
             sigs = idx.sig[support]
             n = len(idx.sig_keys)
@@ -195,8 +198,8 @@ class KleeneExclusion:
         return (sorted(state_names[c] for c in whole),
                 [(idx.namespaces[p], idx.ids[p]) for p in support[by_id].tolist()], digests)
 
-    def exclusions(self, verdicts: Verdicts, ranking: Ranking, readable: frozenset,
-                   search: SearchFn) -> tuple[list, dict]:
+    def exclusions(self, verdicts: Verdicts, ranking: Ranking, readable: frozenset[str],
+                   search: SearchFn) -> tuple[list[Any], dict[str, Any]]:
         """Excluded ids the unfiltered cosine ranking would have considered (with reasons and
         their rank there), and counts by reason over the whole support (cached)."""
         idx = self.index.support

@@ -80,7 +80,7 @@ class QueryIndex:
         """Memory held by the precomputed first-layer parts of live records."""
         if self.vpart is None:
             return 0
-        return len(self.support) * self.vpart.shape[1] * 4
+        return len(self.support) * int(self.vpart.shape[1]) * 4
 
     def ids(self) -> list[str]:
         """Ids of the records in the index, every namespace (diagnostics and tests only)."""

@@ -120,7 +120,8 @@ class QueryPath:
             any_kept = bool(keep.any())
 
             def kept(pos: np.ndarray) -> np.ndarray:
-                return kept_mask[pos]
+                found: np.ndarray = kept_mask[pos]
+                return found
         else:
             search_filter = (summary.states, summary.ids, summary.digests)
             any_kept = summary.kept > 0
@@ -191,11 +192,11 @@ class QueryPath:
                            else [idx.pos[tuple(i)]] if tuple(i) in idx.pos else ())]
         return np.asarray(sorted(found), dtype=np.int64)
 
-    def _items(self, ranking: Ranking, verdicts: Verdicts, readable: frozenset) -> list[RetrievedItem]:
+    def _items(self, ranking: Ranking, verdicts: Verdicts, readable: frozenset[str]) -> list[RetrievedItem]:
         """Fetch the records of the final ranking only (text, action attributes)."""
         idx = self.index.support
         final = ranking.final.tolist()
-        records: dict[tuple, StoredMemory] = {}
+        records: dict[tuple[Any, ...], StoredMemory] = {}
         for namespace in sorted({idx.namespaces[p] for p in final}):  # ids are scoped per namespace
             got = self.store.get_many([idx.ids[p] for p in final if idx.namespaces[p] == namespace],
                                       namespace=namespace)
@@ -203,8 +204,8 @@ class QueryPath:
         items: list[RetrievedItem] = []
         for p in final:
             record = records.get((idx.namespaces[p], idx.ids[p]))
-            if record is None or record.forgotten:
-                continue  # forgotten by another process since the index refresh
+            if record is None or record.forgotten or record.text is None:
+                continue  # forgotten by another process since the index refresh (no text left)
             if record.namespace not in readable:  # defence in depth: never cross the ACL
                 raise AssertionError(f"index returned {record.memory_id!r} outside the readable namespaces")
             resolved, a, _, unresolved = verdicts.info[int(idx.sig[p])]

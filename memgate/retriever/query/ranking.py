@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional, cast
 
 import numpy as np
 
@@ -15,16 +15,16 @@ from memgate.retriever.query.gate import RetrieverGate
 from memgate.retriever.query.index import QueryIndex
 from memgate.retriever.query.results import GateDrop
 from memgate.retriever.records.identity import UNIT_KEEP
-from memgate.retriever.stores.base import MemoryStore
+from memgate.retriever.stores.base import MemoryStore, SlotSearch
 from memgate.retriever.vectors import exact_cosines, top_by_score
 
 
 @dataclass
 class Ranking:
     final: np.ndarray  # index positions, best first (at most k)
-    cos_of: dict  # position -> exact cosine (the head)
-    gate_scores: dict  # position -> gate score (the re-scored head)
-    dropped: list  # GateDrop
+    cos_of: dict[str, Any]  # position -> exact cosine (the head)
+    gate_scores: dict[str, Any]  # position -> gate score (the re-scored head)
+    dropped: list[Any]  # GateDrop
     gated: bool
     depth: int
     query: np.ndarray  # the unit query vector
@@ -42,26 +42,28 @@ class GatedRanking:
                  gate: RetrieverGate) -> None:
         self.index, self.store, self.config, self.gate = index, store, config, gate
 
-    def search(self, q: np.ndarray, readable: frozenset, n: int,
+    def search(self, q: np.ndarray, readable: frozenset[str], n: int,
                 kept: Optional[Callable[[np.ndarray], np.ndarray]],
                 exclude_states: Iterable[str] = (), exclude_ids: Iterable[str] = (),
-                exclude_signatures: Iterable[str] = ()) -> list:
+                exclude_signatures: Iterable[str] = ()) -> np.ndarray:
         """Index positions of the store's filtered top ``n`` (:meth:`MemoryStore.search`: the
         namespace filter and exclusions apply before truncation). A hit that is not a kept
         position of this index (``kept(positions)`` -> bools; written by another process since
         the refresh, its verdict unknown here) is left out; ``kept=None`` keeps every hit in
         the index."""
         idx = self.index.support
-        by_signature = {"exclude_signatures": list(exclude_signatures)} if exclude_signatures else {}
-        if hasattr(self.store, "search_slots"):
-            (slots, _), _ = self.store.search_slots(q, sorted(readable), n, exclude_ids=exclude_ids,
-                                                    exclude_states=exclude_states,
-                                                    exact=self.config.exact_search, **by_signature)
+        slot_search = self._slot_search()
+        if slot_search is not None:
+            (slots, _), _ = slot_search.search_slots(q, sorted(readable), n, exclude_ids=exclude_ids,
+                                                     exclude_states=exclude_states,
+                                                     exclude_signatures=list(exclude_signatures),
+                                                     exact=self.config.exact_search)
             return self.hit_positions(slots, readable, kept)
+        by_signature = {"exclude_signatures": list(exclude_signatures)} if exclude_signatures else {}
         hits = self.store.search(q, sorted(readable), n, exclude_ids=exclude_ids,
                                  exclude_states=exclude_states, exact=self.config.exact_search,
                                  with_namespace=True, **by_signature)
-        out = []
+        out: list[int] = []
         for memory_id, _, namespace in hits:
             if namespace not in readable:  # defence in depth
                 raise AssertionError(f"store search returned {memory_id!r} outside the readable namespaces")
@@ -71,16 +73,21 @@ class GatedRanking:
         if kept is not None and out:
             ok = kept(np.asarray(out, dtype=np.int64))
             out = [p for p, good in zip(out, ok.tolist()) if good]
-        return out
+        return np.asarray(out, dtype=np.int64)
 
-    def hit_positions(self, slots: np.ndarray, readable: frozenset,
+    def _slot_search(self) -> Optional[SlotSearch]:
+        """The store, when it also answers ``search_slots`` (:class:`SlotSearch`; looked up as
+        ``hasattr`` does, so a store may hide it), else None."""
+        return cast(SlotSearch, self.store) if hasattr(self.store, "search_slots") else None
+
+    def hit_positions(self, slots: np.ndarray, readable: frozenset[str],
                        kept: Optional[Callable[[np.ndarray], np.ndarray]]) -> np.ndarray:
         """Index positions of a store's hits given as vector slots, in order; a slot this index
         does not hold live (written by another process since the refresh) or a position that is
         not ``kept`` is left out, as in :meth:`_search`."""
         return self.kept_hits(slots, readable, kept)[0]
 
-    def kept_hits(self, slots: np.ndarray, readable: frozenset,
+    def kept_hits(self, slots: np.ndarray, readable: frozenset[str],
                    kept: Optional[Callable[[np.ndarray], np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`_hit_positions` and, per slot, whether its hit was kept."""
         idx = self.index.support
@@ -93,7 +100,7 @@ class GatedRanking:
             ok[ok] = kept(pos[ok])
         return pos[ok], ok
 
-    def rank(self, q: np.ndarray, readable: frozenset, k: int, any_kept: bool, search_filter: tuple,
+    def rank(self, q: np.ndarray, readable: frozenset[str], k: int, any_kept: bool, search_filter: tuple[Any, ...],
              kept: Callable[[np.ndarray], np.ndarray], audit_excluded: bool = False) -> Ranking:
         """The store's top ``max(k, rerank_depth)`` of the kept support (Kleene exclusion as a
         search filter, ``search_filter`` = (states, ids, signature digests), before truncation),
@@ -115,11 +122,12 @@ class GatedRanking:
         head_cos = unfiltered = None
         if any_kept:
             states, ids, signatures = search_filter
-            if hasattr(self.store, "search_slots"):
-                by_signature = {"exclude_signatures": list(signatures)} if signatures else {}
-                (slots, cos), plain = self.store.search_slots(
+            slot_search = self._slot_search()
+            if slot_search is not None:
+                (slots, cos), plain = slot_search.search_slots(
                     q, sorted(readable), depth, exclude_ids=ids, exclude_states=states,
-                    exact=self.config.exact_search, unfiltered_k=log_depth, **by_signature)
+                    exclude_signatures=list(signatures), exact=self.config.exact_search,
+                    unfiltered_k=log_depth)
                 head, ok = self.kept_hits(slots, readable, kept)
                 if abs(float(np.linalg.norm(q)) - 1.0) <= UNIT_KEEP:
                     # the store ranked by these very bits of q (a unit vector is kept as given):

@@ -4,7 +4,7 @@ disclosures an answer scan finds (plain frozen dataclasses, no behaviour beyond 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 from memgate.retriever.records.memory import StoredMemory
 
@@ -22,14 +22,14 @@ class RetrievedItem:
     gate_score: Optional[float]
     lifecycle: str  # the lifecycle state resolved for this query (scoped supersession, validity)
     admissible: Optional[bool]  # True, or None when kept unresolved (fail-open)
-    unresolved: tuple
+    unresolved: tuple[str, ...]
     needs_review: bool
-    review_reasons: tuple
+    review_reasons: tuple[str, ...]
     action: Optional[str]
-    action_binding: tuple
+    action_binding: tuple[str, ...]
     memory: StoredMemory
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "memory_id": self.memory_id, "namespace": self.namespace, "rank": self.rank,
             "score": self.score,
@@ -46,8 +46,8 @@ class Exclusion:
     unfiltered cosine ranking of the support."""
 
     memory_id: str
-    reasons: tuple
-    unresolved: tuple
+    reasons: tuple[str, ...]
+    unresolved: tuple[str, ...]
     lifecycle: str
     cosine_rank: int
     namespace: Optional[str] = None
@@ -65,20 +65,20 @@ class GateDrop:
 class RetrievalResult:
     query_id: str
     principal: Optional[str]
-    namespaces: tuple
+    namespaces: tuple[str, ...]
     route: str
     k: int
-    items: tuple
-    excluded: tuple
-    dropped: tuple
-    excluded_counts: dict
+    items: tuple[RetrievedItem, ...]
+    excluded: tuple[Exclusion, ...]
+    dropped: tuple[GateDrop, ...]
+    excluded_counts: dict[str, int]
     candidates: int
     unresolved_kept: int
     gate_version: Optional[str]
     policy_version: str
     action_policy_version: Optional[str]
-    timings_ms: dict
-    set_apart: tuple = ()  # ids of set-apart candidates that ranked within the top k (not returned)
+    timings_ms: dict[str, float]
+    set_apart: tuple[str, ...] = ()  # ids of set-apart candidates that ranked within the top k (not returned)
 
     @property
     def ids(self) -> list[str]:

@@ -39,7 +39,7 @@ MAX_VERDICT_SETS = 64
 MAX_SUMMARIES = 64
 
 
-def signature_times(key: tuple) -> list[str]:
+def signature_times(key: tuple[Any, ...]) -> list[str]:
     """The boundary times a signature's verdict compares the query time with."""
     _, _, _, scopes, (vf, vt) = key
     out = [t for t in (vf, vt) if t is not None]
@@ -54,9 +54,9 @@ class SignatureVerdicts:
 
     def __init__(self) -> None:
         self.a = np.full(0, A_UNSET, dtype=np.int8)  # A_FALSE / A_TRUE / A_NONE per code
-        self.info: dict[int, tuple] = {}  # code -> (resolved lifecycle, admissible, reasons, unresolved axes)
+        self.info: dict[int, tuple[Any, ...]] = {}  # code -> (resolved lifecycle, admissible, reasons, unresolved axes)
 
-    def ensure(self, codes: np.ndarray, n_codes: int, decide: Callable[[int], tuple]) -> None:
+    def ensure(self, codes: np.ndarray, n_codes: int, decide: Callable[[int], tuple[Any, ...]]) -> None:
         """Compute the verdicts of ``codes`` not computed yet (``decide(code)`` -> info)."""
         if len(self.a) < n_codes:
             grown = np.full(max(n_codes, 2 * len(self.a), 64), A_UNSET, dtype=np.int8)
@@ -76,10 +76,10 @@ class ExclusionSummary:
 
     sig_codes: np.ndarray  # signature codes of the readable namespaces
     keep_sig: np.ndarray  # bool per signature code (index-wide length): kept by the Kleene step
-    states: list  # lifecycle states whose every readable record is excluded (search filter)
-    digests: list  # signature digests of the other excluded records (search filter)
-    ids: list  # (namespace, memory_id) of excluded records not covered above (stores without digests)
-    counts: dict  # reason -> excluded records
+    states: list[Any]  # lifecycle states whose every readable record is excluded (search filter)
+    digests: list[Any]  # signature digests of the other excluded records (search filter)
+    ids: list[Any]  # (namespace, memory_id) of excluded records not covered above (stores without digests)
+    counts: dict[str, Any]  # reason -> excluded records
     candidates: int  # the support's size
     kept: int  # records kept by the Kleene step
     unresolved_kept: int  # records kept with an unresolved axis (fail_mode="open")
@@ -94,8 +94,8 @@ class VerdictCache:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._verdicts: OrderedDict[tuple, SignatureVerdicts] = OrderedDict()
-        self._summaries: OrderedDict[tuple, tuple[ExclusionSummary, frozenset]] = OrderedDict()
+        self._verdicts: OrderedDict[tuple[Any, ...], SignatureVerdicts] = OrderedDict()
+        self._summaries: OrderedDict[tuple[Any, ...], tuple[ExclusionSummary, frozenset[int]]] = OrderedDict()
         self._boundaries: list[str] = []
         self._seen_sigs = 0  # signature codes whose times are in _boundaries
 
@@ -121,7 +121,7 @@ class VerdictCache:
                 for key in [k for k, (_, codes) in self._summaries.items() if not codes.isdisjoint(touched)]:
                     del self._summaries[key]
 
-    def verdicts(self, key: tuple) -> SignatureVerdicts:
+    def verdicts(self, key: tuple[Any, ...]) -> SignatureVerdicts:
         with self._lock:
             found = self._verdicts.get(key)
             if found is None:
@@ -132,7 +132,7 @@ class VerdictCache:
                 self._verdicts.move_to_end(key)
             return found
 
-    def summary(self, key: tuple) -> Optional[ExclusionSummary]:
+    def summary(self, key: tuple[Any, ...]) -> Optional[ExclusionSummary]:
         with self._lock:
             found = self._summaries.get(key)
             if found is None:
@@ -140,7 +140,7 @@ class VerdictCache:
             self._summaries.move_to_end(key)
             return found[0]
 
-    def put_summary(self, key: tuple, summary: ExclusionSummary, ns_codes: frozenset) -> None:
+    def put_summary(self, key: tuple[Any, ...], summary: ExclusionSummary, ns_codes: frozenset[int]) -> None:
         with self._lock:
             self._summaries[key] = (summary, ns_codes)
             while len(self._summaries) > MAX_SUMMARIES:

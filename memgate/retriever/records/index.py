@@ -32,13 +32,13 @@ class IndexEntry:
     slot: Optional[int]
     alive: bool  # False once forgotten (no text, no vector)
     lifecycle_state: str
-    superseded_in: tuple
+    superseded_in: tuple[Any, ...]
     applicability: Applicability
-    policy_tags: Optional[tuple]
+    policy_tags: Optional[tuple[Any, ...]]
     seq: int
 
 
-def index_entry(raw: Mapping, *, memory_id: str, namespace: str, slot: Optional[int],
+def index_entry(raw: Mapping[str, Any], *, memory_id: str, namespace: str, slot: Optional[int],
                 lifecycle_state: str, seq: int) -> IndexEntry:
     """An :class:`IndexEntry` from a record's stored fields (``raw``: its ``to_dict()`` form)."""
     return IndexEntry(
@@ -54,7 +54,7 @@ def index_entry(raw: Mapping, *, memory_id: str, namespace: str, slot: Optional[
     )
 
 
-def signature_key(entry: IndexEntry) -> tuple:
+def signature_key(entry: IndexEntry) -> tuple[Any, ...]:
     """What a record's Kleene verdict depends on (namespace, policy tags, lifecycle, the scopes it
     was superseded in, its validity window): records with one key get one verdict per query."""
     return (
@@ -67,7 +67,7 @@ def signature_key(entry: IndexEntry) -> tuple:
     )
 
 
-def signature_digest(key: tuple) -> str:
+def signature_digest(key: tuple[Any, ...]) -> str:
     """A stable name for a :func:`signature_key` (a store that keeps it per record can filter a
     search by the signatures a query excludes instead of by each excluded record's id)."""
     return hashlib.sha256(json.dumps(key, ensure_ascii=False).encode()).hexdigest()[:32]
@@ -92,10 +92,10 @@ class SupportIndex:
     its ``(memory_id, namespace)`` tie-break key (ties by memory id, then namespace)."""
 
     def __init__(self) -> None:
-        self.pos: dict[tuple, int] = {}
+        self.pos: dict[tuple[Any, ...], int] = {}
         self.ids: list[str] = []
         self.namespaces: list[str] = []
-        self.keys: list[tuple] = []
+        self.keys: list[tuple[Any, ...]] = []
         self.by_id: dict[str, list[int]] = {}
         self.slot = np.zeros(0, dtype=np.int64)
         self.ns = np.zeros(0, dtype=np.int32)
@@ -107,8 +107,8 @@ class SupportIndex:
         self.slot_pos = np.zeros(0, dtype=np.int64)
         self.ns_code: dict[str, int] = {}
         self.state_code: dict[str, int] = {}
-        self.sig_code: dict[tuple, int] = {}
-        self.sig_keys: list[tuple] = []
+        self.sig_code: dict[tuple[Any, ...], int] = {}
+        self.sig_keys: list[tuple[Any, ...]] = []
         self.sig_digests: list[str] = []  # signature_digest of each key (a store's search filter)
         self.sig_by_digest: dict[str, int] = {}
         self.sig_ns: list[int] = []  # the namespace code of each signature (its key's first part)
@@ -194,8 +194,8 @@ class SupportIndex:
                 self._live[key] = self._live.get(key, 0) + 1
                 self._live_ns[key[0]] = self._live_ns.get(key[0], 0) + 1
             key = signature_key(e)
-            code = self.sig_code.get(key)
-            if code is None:
+            found = self.sig_code.get(key)
+            if found is None:
                 code = self.sig_code[key] = len(self.sig_keys)
                 self.sig_keys.append(key)
                 digest = signature_digest(key)
@@ -206,6 +206,8 @@ class SupportIndex:
                     grown = np.zeros(max(2 * len(self.sig_live_counts), 64), dtype=np.int64)
                     grown[: len(self.sig_live_counts)] = self.sig_live_counts
                     self.sig_live_counts = grown
+            else:
+                code = found
             self.sig[p] = code
             if e.alive:
                 self.sig_live_counts[code] += 1
@@ -279,7 +281,8 @@ class SupportIndex:
         drop = [p for p in excluded if self.ns[p] == code]
         if drop:
             mask &= ~np.isin(pos, np.asarray(drop, dtype=np.int64))
-        return pos[mask]
+        kept: np.ndarray = pos[mask]
+        return kept
 
     def support(self, namespaces: Iterable[str], exclude_states: Iterable[str] = (),
                 exclude_ids: Iterable[str] = (), exclude_signatures: Iterable[str] = ()) -> np.ndarray:
@@ -316,7 +319,8 @@ class SupportIndex:
             return np.flatnonzero(self.alive[:n] & mask[self.ns[:n]])
         else:
             pos = np.sort(np.concatenate([self.namespace_positions(c) for c in codes]))
-        return pos[self.alive[pos]]
+        live: np.ndarray = pos[self.alive[pos]]
+        return live
 
     def signature_mask(self, digests: Iterable[str]) -> np.ndarray:
         """A bool per signature code: True for the signatures named by ``digests``."""

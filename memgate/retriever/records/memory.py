@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any, Mapping, Optional
+from typing import Any, Optional
 
 from memgate.contract.admissibility import LIFECYCLE_STATES, SupersessionScope
 
@@ -81,7 +82,7 @@ def _opt_str(value: Any, name: str) -> None:
         raise ValueError(f"field {name!r} must be a non-empty string or None, got {value!r}")
 
 
-def _str_tuple(value: Any, name: str, optional: bool = False) -> Optional[tuple]:
+def _str_tuple(value: Any, name: str, optional: bool = False) -> Optional[tuple[Any, ...]]:
     if value is None and optional:
         return None
     if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
@@ -91,7 +92,7 @@ def _str_tuple(value: Any, name: str, optional: bool = False) -> Optional[tuple]
     return tuple(value)
 
 
-def check_attributes(value: Any, name: str = "attributes") -> dict:
+def check_attributes(value: Any, name: str = "attributes") -> dict[str, Any]:
     """A copy of a free-form metadata object: string keys, JSON values, finite numbers, at most
     ``MAX_ATTRIBUTES_DEPTH`` levels of nesting and ``MAX_ATTRIBUTES_BYTES`` serialised (errors
     name the field and key)."""
@@ -120,14 +121,15 @@ def check_attributes(value: Any, name: str = "attributes") -> dict:
     if len(blob.encode("utf-8")) > MAX_ATTRIBUTES_BYTES:
         raise ValueError(f"field {name!r} is {len(blob.encode('utf-8'))} bytes serialised; "
                          f"the limit is {MAX_ATTRIBUTES_BYTES}")
-    return json.loads(blob)
+    checked: dict[str, Any] = json.loads(blob)
+    return checked
 
 
-def scope_to_dict(scope: Optional[SupersessionScope]) -> Optional[dict]:
+def scope_to_dict(scope: Optional[SupersessionScope]) -> Optional[dict[str, Any]]:
     return None if scope is None else asdict(scope)
 
 
-def scope_from_dict(raw: Optional[Mapping]) -> Optional[SupersessionScope]:
+def scope_from_dict(raw: Optional[Mapping[str, Any]]) -> Optional[SupersessionScope]:
     if raw is None:
         return None
     if isinstance(raw, SupersessionScope):
@@ -169,11 +171,11 @@ class Applicability:
             return None
         return SupersessionScope(None, self.valid_from, self.valid_to)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, raw: Optional[Mapping]) -> "Applicability":
+    def from_dict(cls, raw: Optional[Mapping[str, Any]]) -> Applicability:
         if raw is None:
             return cls()
         if isinstance(raw, Applicability):
@@ -202,7 +204,7 @@ class Supersedes:
         if self.expected_revision is not None and type(self.expected_revision) is not int:
             raise ValueError("field 'supersedes.expected_revision' must be an int or None")
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"memory_id": self.memory_id, "scope": scope_to_dict(self.scope)}
 
 
@@ -213,7 +215,7 @@ class SupersededIn:
     by: str
     scope: Optional[SupersessionScope] = None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"by": self.by, "scope": scope_to_dict(self.scope)}
 
 
@@ -229,11 +231,11 @@ class StoredMemory:
     text: Optional[str]  # None only on a forgotten tombstone
     kind: Optional[str] = None
     domain: Optional[str] = None
-    policy_tags: Optional[tuple] = None  # None = missing, never imputed
+    policy_tags: Optional[tuple[Any, ...]] = None  # None = missing, never imputed
     lifecycle_state: str = "current"
     applicability: Applicability = field(default_factory=Applicability)
-    supersedes: tuple = ()  # of Supersedes
-    derived_from: tuple = ()  # of memory ids
+    supersedes: tuple[Any, ...] = ()  # of Supersedes
+    derived_from: tuple[Any, ...] = ()  # of memory ids
     observed_at: Optional[str] = None
     provenance: Optional[str] = None
     principal: Optional[str] = None  # who wrote it (authenticated by the caller)
@@ -245,18 +247,18 @@ class StoredMemory:
     priority: Optional[str] = None
     risk: Optional[str] = None
     evidence_strength: Optional[float] = None
-    forbids: tuple = ()
-    conflicts_with: tuple = ()
-    markers: tuple = ()  # literal protected targets for disclosure scans (forgotten with the text)
-    attributes: Mapping = field(default_factory=dict)  # caller metadata (JSON; erased on forget)
+    forbids: tuple[Any, ...] = ()
+    conflicts_with: tuple[Any, ...] = ()
+    markers: tuple[Any, ...] = ()  # literal protected targets for disclosure scans (forgotten with the text)
+    attributes: Mapping[str, Any] = field(default_factory=dict)  # caller metadata (JSON; erased on forget)
     forgets: Optional[str] = None  # on a forget directive: the id whose detail was forgotten
     # store-owned
     revision: int = 0
     created_at: Optional[str] = None
     updated_at: Optional[str] = None
-    superseded_in: tuple = ()  # of SupersededIn
+    superseded_in: tuple[Any, ...] = ()  # of SupersededIn
     needs_review: bool = False
-    review_reasons: tuple = ()
+    review_reasons: tuple[Any, ...] = ()
     forgotten_by: Optional[str] = None
 
     def __post_init__(self) -> None:
@@ -295,6 +297,7 @@ class StoredMemory:
                 raise ValueError("field 'supersedes' names the record itself")
             object.__setattr__(self, "supersedes", sup)
             derived = _str_tuple(self.derived_from, "derived_from")
+            assert derived is not None  # (not optional: a tuple or an error)
             if self.memory_id in derived:
                 raise ValueError("field 'derived_from' names the record itself")
             object.__setattr__(self, "derived_from", derived)
@@ -324,7 +327,7 @@ class StoredMemory:
     def forgotten(self) -> bool:
         return self.lifecycle_state == "forgotten"
 
-    def action_fields(self) -> dict:
+    def action_fields(self) -> dict[str, Any]:
         """The mapping :func:`memgate.actions.decide_actions` reads (lifecycle set by caller)."""
         return {
             "memory_id": self.memory_id,
@@ -341,7 +344,7 @@ class StoredMemory:
             "provenance": self.provenance,
         }
 
-    def metadata(self) -> dict:
+    def metadata(self) -> dict[str, Any]:
         """Every field except ``text``, ``markers`` and ``attributes`` as JSON primitives."""
         out = self.to_dict()
         out.pop("text")
@@ -349,7 +352,7 @@ class StoredMemory:
         out.pop("attributes")
         return out
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         out = {}
         for f in fields(self):
             value = getattr(self, f.name)
@@ -365,7 +368,7 @@ class StoredMemory:
         return out
 
     @classmethod
-    def from_dict(cls, raw: Mapping) -> "StoredMemory":
+    def from_dict(cls, raw: Mapping[str, Any]) -> StoredMemory:
         if not isinstance(raw, Mapping):
             raise ValueError(f"a memory must be a mapping, got {type(raw).__name__}")
         known = {f.name for f in fields(cls)}
@@ -384,7 +387,7 @@ class StoredMemory:
         )
         return cls(**values)
 
-    def replace(self, **changes: Any) -> "StoredMemory":
+    def replace(self, **changes: Any) -> StoredMemory:
         return replace(self, **changes)
 
 

@@ -60,14 +60,28 @@ Key = tuple[str, str]  # (namespace, memory_id): a record's key (ids are scoped 
 Event = dict[str, Any]  # one audit event (memgate.retriever.audit.log.make_event)
 
 
-class StoreBackend(Protocol):
+class StoreFacts(Protocol):
+    """What a store, and each back-end under one, says of itself: the identity of the encoder its
+    vectors come from, their dimension, and its audit log (None: no log)."""
+
+    @property
+    def encoder_identity(self) -> dict[str, Any]: ...
+
+    @property
+    def dim(self) -> int: ...
+
+    @property
+    def audit(self) -> Optional[AuditLog]: ...
+
+
+class StoreBackend(StoreFacts, Protocol):
     """The storage primitives of one back-end (module docstring)."""
 
-    encoder_identity: dict[str, Any]
-    dim: int
-    audit: Optional[AuditLog]
-    clock: Callable[[], str]
-    lock: AbstractContextManager[Any]  # a re-entrant lock: the back-end's reads and writes hold it
+    @property
+    def clock(self) -> Callable[[], str]: ...
+
+    @property
+    def lock(self) -> AbstractContextManager[Any]: ...  # re-entrant: the back-end's reads and writes hold it
 
     # -- the write primitives -----------------------------------------------------------------
 
@@ -134,4 +148,4 @@ class StoreBackend(Protocol):
     def close(self) -> None: ...
 
 
-__all__ = ["Event", "Key", "StoreBackend"]
+__all__ = ["Event", "Key", "StoreBackend", "StoreFacts"]

@@ -295,7 +295,7 @@ class Records:
             self._flag_derived((ns, old.memory_id), "superseded", seq, now)
         return stored
 
-    def _flag_derived(self, source: tuple, cause: str, seq: int, now: str) -> list[str]:
+    def _flag_derived(self, source: tuple[Any, ...], cause: str, seq: int, now: str) -> list[str]:
         """Mark every record derived (transitively) from ``source`` as needing review."""
         flagged: list[str] = []
         source_id = source[1]
@@ -327,8 +327,9 @@ class Records:
         return self._update(memory_id, expected_revision, vector, encoder, principal, "updated",
                             changes, namespace, allow_relearn)[0]
 
-    def _update(self, memory_id, expected_revision, vector, encoder, principal, cause, changes,
-                namespace=None, allow_relearn=False):
+    def _update(self, memory_id: str, expected_revision: int, vector: Any, encoder: Any,
+                principal: Optional[str], cause: str, changes: dict[str, Any], namespace: Optional[str] = None,
+                allow_relearn: bool = False) -> tuple[StoredMemory, list[str]]:
         if type(expected_revision) is not int:
             raise TypeError(f"expected_revision must be an int, got {expected_revision!r}")
         unknown = sorted(set(changes) - set(UPDATABLE_FIELDS))
@@ -398,7 +399,7 @@ class Records:
         return new
 
     def restore_many(self, memories: Iterable[StoredMemory], vectors: Iterable[Any], *, encoder: Any,
-                     suppression: Optional[Mapping] = None) -> int:
+                     suppression: Optional[Mapping[str, Any]] = None) -> int:
         """Write exported records as they were (ids, revisions, timestamps, lifecycle,
         supersession and review state, tombstones) in one write, all or none; ``vectors[i]`` is
         record i's vector, ``None`` for a tombstone. A key that already exists is refused, and so
@@ -408,7 +409,7 @@ class Records:
         its keys included, in the same write: what was forgotten there stays forgotten here.
         Used by ``memgate store import``; the export's audit log travels separately."""
         self.check_encoder(encoder, "write")
-        checked = []
+        checked: list[tuple[StoredMemory, Optional[np.ndarray]]] = []
         for memory, vector in zip(memories, vectors, strict=True):
             if not isinstance(memory, StoredMemory):
                 raise TypeError(f"memory must be a StoredMemory, got {type(memory).__name__}")
@@ -420,7 +421,7 @@ class Records:
                 check_text_size(memory.text, f"memory {memory.memory_id!r}")
                 checked.append((memory, self._check_vector(vector)))
         keys, entries = imported_suppression(self._backend, suppression)
-        batch: dict[str, set] = {}
+        batch: dict[str, set[Any]] = {}
         for memory, _ in checked:
             batch.setdefault(memory.memory_id, set()).add(memory.namespace)
         with self._writing():

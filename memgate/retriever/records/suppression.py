@@ -86,13 +86,13 @@ class Suppressed:
     key_id: str = ""
     whole: bool = False
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"namespace": self.namespace, "digest": self.digest, "n": self.n, "kind": self.kind,
                 "memory_id": self.memory_id, "version": self.version, "key_id": self.key_id,
                 "whole": self.whole}
 
     @classmethod
-    def from_dict(cls, raw: Mapping) -> "Suppressed":
+    def from_dict(cls, raw: Mapping[str, Any]) -> Suppressed:
         """An entry from its stored form (entries written before versions read as version 1)."""
         unknown = sorted(set(raw) - {"namespace", "digest", "n", "kind", "memory_id", "version", "key_id", "whole"})
         if unknown:
@@ -106,7 +106,7 @@ class Suppressed:
         return entry
 
     @property
-    def key(self) -> tuple:
+    def key(self) -> tuple[Any, ...]:
         return (self.namespace, self.digest, self.memory_id)
 
 
@@ -177,14 +177,14 @@ def content_fields(memory: Any) -> list[tuple[str, str]]:
     return out
 
 
-def _match_v2(key: bytes, texts: list[str], entries: list[Suppressed]) -> dict[str, tuple[list, list]]:
+def _match_v2(key: bytes, texts: list[str], entries: list[Suppressed]) -> dict[str, tuple[list[Suppressed], list[Suppressed]]]:
     """text -> (whole entries it equals, contained entries it holds)."""
     whole: dict[str, list[Suppressed]] = {}
     contained: dict[int, dict[str, list[Suppressed]]] = {}
     for e in entries:
         table = whole if e.whole else contained.setdefault(e.n, {})
         table.setdefault(e.digest, []).append(e)
-    hits: dict[str, tuple[list, list]] = {}
+    hits: dict[str, tuple[list[Suppressed], list[Suppressed]]] = {}
     for text in texts:
         toks = tokens_v2(text)
         if not toks:
@@ -207,11 +207,11 @@ def _match_v2(key: bytes, texts: list[str], entries: list[Suppressed]) -> dict[s
     return hits
 
 
-def _match_v1(key: bytes, texts: list[str], entries: list[Suppressed]) -> dict[str, tuple[list, list]]:
+def _match_v1(key: bytes, texts: list[str], entries: list[Suppressed]) -> dict[str, tuple[list[Suppressed], list[Suppressed]]]:
     by_n: dict[int, dict[str, list[Suppressed]]] = {}
     for e in entries:
         by_n.setdefault(e.n, {}).setdefault(e.digest, []).append(e)
-    hits: dict[str, tuple[list, list]] = {}
+    hits: dict[str, tuple[list[Suppressed], list[Suppressed]]] = {}
     for text in texts:
         found: list[Suppressed] = []
         for toks in v1_views(text):
@@ -238,7 +238,7 @@ def match_fields(keys: Mapping[str, bytes], fields: Iterable[tuple[str, str]],
     if not groups or not fields:
         return []
     texts = list(dict.fromkeys(text for _, text in fields))
-    by_text: dict[str, tuple[list, list]] = {}
+    by_text: dict[str, tuple[list[Suppressed], list[Suppressed]]] = {}
     for (kid, version), group in sorted(groups.items()):
         if kid not in keys:
             raise ValueError(f"suppression entries name key {kid!r}, which this store does not hold")
@@ -247,9 +247,9 @@ def match_fields(keys: Mapping[str, bytes], fields: Iterable[tuple[str, str]],
             seen = by_text.setdefault(text, ([], []))
             seen[0].extend(equal)
             seen[1].extend(inside)
-    out: dict[tuple, tuple[str, Suppressed]] = {}
+    out: dict[tuple[Any, ...], tuple[str, Suppressed]] = {}
     for name, text in fields:
-        equal, inside = by_text.get(text, ((), ()))
+        equal, inside = by_text.get(text, ([], []))
         for e in [*(equal if name in WHOLE_FIELDS else ()), *inside]:
             out.setdefault((name, e.key), (name, e))
     return list(out.values())

@@ -7,20 +7,21 @@ and the one error every kind gives for a store format it cannot open."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Optional, Protocol, runtime_checkable
 
 import numpy as np
 
-from memgate.retriever.audit.log import AuditLog
 from memgate.retriever.records.index import IndexEntry
 from memgate.retriever.records.memory import StoredMemory
-from memgate.retriever.records.primitives import StoreBackend
+from memgate.retriever.records.primitives import StoreBackend, StoreFacts
+
+SlotHits = tuple[np.ndarray, np.ndarray]  # (vector slots, cosines), best first
 
 
 @runtime_checkable
-class MemoryStore(Protocol):
+class MemoryStore(StoreFacts, Protocol):
     """What :class:`memgate.retriever.GatedRetriever` needs from a store.
 
     Vectors are unit-normalised float32 rows addressed by ``IndexEntry.slot``; every write that
@@ -48,13 +49,12 @@ class MemoryStore(Protocol):
     suppression=)`` for ``memgate store export`` / ``import``.
     """
 
-    encoder_identity: dict
-    dim: int
-    audit: Optional[AuditLog]
+    def add(self, memory: StoredMemory, vector: Any, *, encoder: Any, allow_relearn: bool = False,
+            parent_namespaces: Optional[Mapping[str, str]] = None) -> StoredMemory: ...
 
-    def add(self, memory: StoredMemory, vector: Any, *, encoder: Any) -> StoredMemory: ...
-
-    def add_many(self, memories: Iterable[StoredMemory], vectors: Any, *, encoder: Any) -> list[StoredMemory]: ...
+    def add_many(self, memories: Iterable[StoredMemory], vectors: Any, *, encoder: Any,
+                 allow_relearn: bool = False,
+                 parent_namespaces: Optional[Mapping[str, str]] = None) -> list[StoredMemory]: ...
 
     def get(self, memory_id: str, *, namespace: Optional[str] = None) -> Optional[StoredMemory]: ...
 
@@ -62,25 +62,28 @@ class MemoryStore(Protocol):
                  namespace: Optional[str] = None) -> dict[str, StoredMemory]: ...
 
     def update(self, memory_id: str, expected_revision: int, *, vector: Any = None,
-               encoder: Any = None, **changes: Any) -> StoredMemory: ...
+               encoder: Any = None, principal: Optional[str] = None, namespace: Optional[str] = None,
+               allow_relearn: bool = False, **changes: Any) -> StoredMemory: ...
 
-    def retire(self, memory_id: str, expected_revision: int) -> tuple[StoredMemory, list[str]]: ...
+    def retire(self, memory_id: str, expected_revision: int, principal: Optional[str] = None, *,
+               namespace: Optional[str] = None) -> tuple[StoredMemory, list[str]]: ...
 
     def correct(self, memory_id: str, expected_revision: int, text: str, vector: Any, *,
-                encoder: Any, **changes: Any) -> tuple[StoredMemory, list[str]]: ...
+                encoder: Any, principal: Optional[str] = None, namespace: Optional[str] = None,
+                allow_relearn: bool = False, **changes: Any) -> tuple[StoredMemory, list[str]]: ...
 
-    def mark_reviewed(self, memory_id: str, expected_revision: int) -> StoredMemory: ...
+    def mark_reviewed(self, memory_id: str, expected_revision: int, principal: Optional[str] = None, *,
+                      namespace: Optional[str] = None) -> StoredMemory: ...
 
     def forget(self, memory_id: str, directive: StoredMemory, directive_vector: Any, *, encoder: Any,
-               expected_revision: Optional[int] = None) -> StoredMemory: ...
+               expected_revision: Optional[int] = None,
+               on_erased: Optional[Callable[[StoredMemory], None]] = None) -> StoredMemory: ...
 
     def search(self, query: Any, namespaces: Iterable[str], k: int = 10, *,
                exclude_ids: Iterable[Any] = (), exclude_states: Iterable[str] = (),
-               exact: bool = True, with_namespace: bool = False) -> list[tuple]: ...
+               exact: bool = True, with_namespace: bool = False) -> list[tuple[Any, ...]]: ...
 
-    def scan_markers(self, namespaces: Iterable[str]) -> list[tuple[str, tuple]]: ...
-
-    def scan_suppressed(self, namespaces: Iterable[str], text: str) -> list[tuple[str, str]]: ...
+    def scan_markers(self, namespaces: Iterable[str]) -> list[tuple[str, tuple[str, ...]]]: ...
 
     def version(self) -> int: ...
 
@@ -91,6 +94,20 @@ class MemoryStore(Protocol):
     def check_encoder(self, identity: Any, action: str = "use") -> None: ...
 
     def flush_outbox(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class SlotSearch(Protocol):
+    """A store that also answers its search with vector slots (:class:`EmbeddedStore`): the
+    retriever then maps hits into its own index in one gather and takes the audit's unfiltered
+    ranking from the same call."""
+
+    def search_slots(self, query: Any, namespaces: Iterable[str], k: int = 10, *,
+                     exclude_ids: Iterable[Any] = (), exclude_states: Iterable[str] = (),
+                     exclude_signatures: Iterable[str] = (), exact: bool = True,
+                     unfiltered_k: int = 0) -> tuple[SlotHits, Optional[SlotHits]]: ...
 
 
 @dataclass(frozen=True)
@@ -107,7 +124,7 @@ class StoreOptions:
     allow_damaged: bool = False  # embedded: open a truncated vector file (to verify it)
 
 
-def format_error(where: str, found: Any, expected: str, older: tuple) -> ValueError:
+def format_error(where: str, found: Any, expected: str, older: tuple[str, ...]) -> ValueError:
     def number(fmt: Any) -> Optional[int]:
         try:
             return int(str(fmt).rsplit("/", 1)[1])
@@ -121,4 +138,4 @@ def format_error(where: str, found: Any, expected: str, older: tuple) -> ValueEr
     return ValueError(f"{where}: store format {found!r}; {fix}")
 
 
-__all__ = ["MemoryStore", "StoreBackend", "StoreOptions", "format_error"]
+__all__ = ["MemoryStore", "SlotHits", "SlotSearch", "StoreBackend", "StoreOptions", "format_error"]

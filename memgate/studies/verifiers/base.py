@@ -240,7 +240,7 @@ class Ledger:
     cached_candidates: int = 0  # candidates served by a hit that carried a record
     errors: dict = field(default_factory=dict)  # kind -> count
 
-    def add(self, other: "Ledger") -> None:
+    def add(self, other: Ledger) -> None:
         for f in fields(self):
             if f.name != "errors":
                 setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))

@@ -21,9 +21,10 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional
 
 from memgate.contract.config import load_config, resolve_path
 from memgate.contract.seeding import component_seed

@@ -26,9 +26,10 @@ import logging
 import os
 import shutil
 import time
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional
 
 import numpy as np
 

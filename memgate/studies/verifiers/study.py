@@ -29,8 +29,9 @@ import hashlib
 import logging
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Optional, Sequence
+from typing import Optional
 
 import numpy as np
 
@@ -287,8 +288,8 @@ ROUTE_KEYS = ("recall_required@20", "feasible_rate@20", "l_rc@20", "l_rc_infeasi
 
 def verifier_study(
     backends: dict,  # backend name -> Verifier, or a str saying why it is not available
-    test: "PreparedSource",  # noqa: F821
-    dev: "PreparedSource",  # noqa: F821
+    test: PreparedSource,  # noqa: F821
+    dev: PreparedSource,  # noqa: F821
     settings,
     gate=None,
     routes: Sequence[str] = (),

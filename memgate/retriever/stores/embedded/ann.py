@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
+
+from memgate.retriever.records.index import SupportIndex
 
 try:  # optional dependency (the [ann] extra)
     import hnswlib
@@ -40,6 +42,13 @@ M, EF_CONSTRUCTION, EF_SEARCH = 16, 100, 200
 
 def available() -> bool:
     return hnswlib is not None
+
+
+def _allowed_by(allowed: bytes) -> Callable[[int], bool]:
+    """A graph search's filter: label -> whether ``allowed`` (a byte per label) marks it."""
+    def test(label: int, allowed: bytes = allowed) -> bool:
+        return allowed[label] == 1
+    return test
 
 
 class _Partition:
@@ -92,7 +101,8 @@ class _Partition:
             labels, _ = self.graph.knn_query(q, k=k, filter=allowed)
         except RuntimeError:  # fewer allowed points than k reachable
             return np.zeros(0, dtype=np.int64)
-        return labels[0].astype(np.int64)
+        found: np.ndarray = labels[0].astype(np.int64)
+        return found
 
 
 class AnnIndex:
@@ -108,9 +118,9 @@ class AnnIndex:
         self.parts: dict[int, _Partition] = {}
         # a graph search's allowed labels by (namespace, index generation, filter): a repeated
         # filter (the same Kleene verdicts) costs no pass over the namespace
-        self._allowed: dict[tuple, bytes] = {}
+        self._allowed: dict[tuple[Any, ...], bytes] = {}
 
-    def partition(self, code: int, index, matrix: np.ndarray) -> Optional[_Partition]:
+    def partition(self, code: int, index: SupportIndex, matrix: np.ndarray) -> Optional[_Partition]:
         """The up-to-date graph of namespace ``code`` (``index``: the store's SupportIndex), or
         None when the namespace is below the threshold (searched exactly). Brought up to date in
         O(records written since its last sync), through ``index.changed_since``; built from the
@@ -125,11 +135,11 @@ class AnnIndex:
             part = self.parts[code] = _Partition(self.dim, int(count * 1.25), self.threads)
             positions = index.namespace_positions(code)
         else:
-            positions = index.changed_since(part.generation)
-            if positions is None:  # too far behind the change log: every position of the namespace
+            changed = index.changed_since(part.generation)
+            if changed is None:  # too far behind the change log: every position of the namespace
                 positions = index.namespace_positions(code)
             else:
-                positions = positions[index.ns[positions] == code]
+                positions = changed[index.ns[changed] == code]
         part.sync(positions, np.where(index.alive[positions], index.slot[positions], -1), matrix)
         part.generation, part.live = index.generation, count
         return part
@@ -137,8 +147,9 @@ class AnnIndex:
     def forget_all(self) -> None:
         self.parts.clear()
 
-    def search(self, q: np.ndarray, codes: list, k: int, index, matrix: np.ndarray, state_codes: list,
-               named: list, sig_mask: Optional[np.ndarray]) -> np.ndarray:
+    def search(self, q: np.ndarray, codes: list[int], k: int, index: SupportIndex, matrix: np.ndarray,
+               state_codes: list[int], named: list[int],
+               sig_mask: Optional[np.ndarray]) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """Candidate positions for the top ``k`` of namespaces ``codes`` minus the excluded
         ``state_codes``, signatures (``sig_mask``) and positions ``named``: per namespace with a
         graph, the graph's filtered top ``k`` (the exclusions are its search filter; the plain
@@ -152,7 +163,7 @@ class AnnIndex:
             ex = np.flatnonzero(sig_mask)
             ex = ex[index.sig_live_counts[ex] > 0]
             excluded_sigs_by_ns = dict.fromkeys([index.sig_ns[c] for c in ex.tolist()], 1)  # O(excluded)
-        named_by_ns: dict[int, list] = {}
+        named_by_ns: dict[int, list[Any]] = {}
         for p in named:
             if index.alive[p]:
                 named_by_ns.setdefault(int(index.ns[p]), []).append(p)
@@ -180,7 +191,7 @@ class AnnIndex:
                 self._allowed[key] = allowed  # the next query with this filter skips the O(namespace) mask
                 while len(self._allowed) > 8:
                     self._allowed.pop(next(iter(self._allowed)))
-            graphs.append(part.search(q, k, lambda label, allowed=allowed: allowed[label] == 1))
+            graphs.append(part.search(q, k, _allowed_by(allowed)))
         if small:
             pos = index.live_positions_of_codes(small)
             keep = np.ones(len(pos), dtype=bool)

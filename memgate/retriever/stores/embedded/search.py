@@ -38,7 +38,7 @@ class Scan:
 
 def searched(backend: EmbeddedBackend, q: np.ndarray, ns: list[str], k: int, exclude_ids: Iterable[Any],
               exclude_states: Iterable[str], exclude_signatures: Iterable[str], exact: bool,
-              unfiltered_k: int, index: SupportIndex) -> tuple[tuple, Optional[tuple]]:
+              unfiltered_k: int, index: SupportIndex) -> tuple[Hits, Optional[Hits]]:
     """The filtered top ``k`` (index positions, exact cosines) and, with ``unfiltered_k``,
     the namespace-only top ``unfiltered_k``; every returned row checked against its CRC."""
     matrix = backend.vector_matrix()
@@ -83,7 +83,7 @@ def exact_search(q: np.ndarray, support: np.ndarray, k: int, index: SupportIndex
                         lambda pos: exact_cosines(matrix, index.slot[pos], q))
 
 
-def ann_search(ann: AnnIndex, q: np.ndarray, ns: list[str], exclude_states: set, exclude_ids: Iterable[Any],
+def ann_search(ann: AnnIndex, q: np.ndarray, ns: list[str], exclude_states: set[Any], exclude_ids: Iterable[Any],
                 k: int, index: SupportIndex, matrix: np.ndarray,
                 sig_mask: Optional[np.ndarray], scan: Optional[Scan] = None) -> tuple[np.ndarray, np.ndarray]:
     """search(exact=False): per namespace, the graph's filtered top k or every allowed record

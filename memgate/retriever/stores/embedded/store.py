@@ -24,13 +24,11 @@ import numpy as np
 
 from memgate.retriever.audit.log import AuditLog, utc_now
 from memgate.retriever.records.rules import Records
-from memgate.retriever.stores.base import StoreOptions
+from memgate.retriever.stores.base import SlotHits, StoreOptions
 from memgate.retriever.stores.embedded.ann import DEFAULT_THRESHOLD, available
 from memgate.retriever.stores.embedded.backend import EmbeddedBackend
 from memgate.retriever.stores.embedded.search import Hits, searched
 from memgate.retriever.vectors import check_k, readable_namespace_list
-
-SlotHits = tuple[np.ndarray, np.ndarray]  # (vector slots, cosines), best first
 
 
 class EmbeddedStore(Records):

@@ -113,7 +113,7 @@ class VectorFile:
             raise self.damaged(f"the vector file is truncated: {name} needs slot {slot}, the file "
                                f"holds {matrix.shape[0]} rows")
         row: np.ndarray = matrix[slot]
-        if zlib.crc32(row) != crc:
+        if zlib.crc32(row.data) != crc:
             raise self.damaged(f"the vector of {name} (slot {slot}) does not match its checksum")
         return row
 
@@ -142,7 +142,7 @@ class VectorFile:
         for i in np.flatnonzero(slots >= matrix.shape[0]).tolist():  # (only a bad row pays for its name)
             p = int(positions[i])
             self.checked_row(matrix, int(slots[i]), 0, f"{index.namespaces[p]}/{index.ids[p]}")
-        rows = memoryview(np.ascontiguousarray(matrix[slots])).cast("B")
+        rows = np.ascontiguousarray(matrix[slots]).data.cast("B")
         want = self._slot_crc[slots].tolist()
         crc32 = zlib.crc32
         for i in range(len(want)):

@@ -127,19 +127,23 @@ class PostgresBackend:
             composed = self._sql[template] = statement(template, self.schema)
         return composed
 
-    def _rows(self, template: str, params: Any = (), *, binary: bool = False) -> list:
+    def _rows(self, template: str, params: Any = (), *, binary: bool = False) -> list[Any]:
         """Rows of one statement: inside the open write's transaction, else on its own (a read,
         retried once on a connection found broken)."""
+        rows: list[Any]
         if self._tx is not None:
-            return self._tx.cursor(binary=binary).execute(self._q(template), params).fetchall()
-        return self.db.read("reading", lambda conn: conn.cursor(binary=binary).execute(
-            self._q(template), params).fetchall())
+            rows = self._tx.cursor(binary=binary).execute(self._q(template), params).fetchall()
+        else:
+            rows = self.db.read("reading", lambda conn: conn.cursor(binary=binary).execute(
+                self._q(template), params).fetchall())
+        return rows
 
     def _run(self, template: str, params: Any = ()) -> int:
         """Execute one statement of the open write; returns the rows it changed."""
-        return self._tx.execute(self._q(template), params).rowcount
+        changed: int = self._tx.execute(self._q(template), params).rowcount
+        return changed
 
-    def _run_many(self, template: str, params: list) -> None:
+    def _run_many(self, template: str, params: list[Any]) -> None:
         if params:
             self._tx.cursor().executemany(self._q(template), params)
 
@@ -262,7 +266,7 @@ class PostgresBackend:
     # -- rows ---------------------------------------------------------------------------------
 
     @staticmethod
-    def _to_memory(row) -> StoredMemory:
+    def _to_memory(row: tuple[Any, ...]) -> StoredMemory:
         memory_id, namespace, text, revision, state, data = row
         raw = json.loads(data)
         raw.update(memory_id=from_db(memory_id), namespace=from_db(namespace), text=from_db(text),
@@ -288,7 +292,7 @@ class PostgresBackend:
         return sorted(from_db(n) for (n,) in self._rows(
             "SELECT namespace FROM {s}.records WHERE memory_id = %s", (to_db(memory_id),)))
 
-    def children(self, namespace: str, parent: str) -> list[tuple]:
+    def children(self, namespace: str, parent: str) -> list[tuple[Any, ...]]:
         rows = self._rows("SELECT child_ns, child FROM {s}.derivations WHERE parent_ns = %s AND parent = %s",
                           (to_db(namespace), to_db(parent)))
         return sorted(((from_db(n), from_db(c)) for n, c in rows), key=lambda k: (k[1], k[0]))
@@ -296,7 +300,7 @@ class PostgresBackend:
     # -- write primitives (the rules are memgate.retriever.records.rules.Records) -------------
 
     def _insert(self, memory: StoredMemory, seq: int, slot: Optional[int], v: Optional[np.ndarray],
-                parents: Iterable[tuple]) -> None:
+                parents: Iterable[tuple[Any, ...]]) -> None:
         if "\x00" in memory.memory_id:  # (only an imported legacy id could hold one)
             raise ValueError(f"field 'memory_id' {memory.memory_id!r:.80} contains U+0000")
         self._run("INSERT INTO {s}.records (namespace, memory_id, text, revision, seq, "
@@ -336,7 +340,7 @@ class PostgresBackend:
         self._born[slot] = v
         return slot
 
-    def put_new(self, memory: StoredMemory, seq: int, v: np.ndarray, parents: Iterable[tuple] = ()) -> int:
+    def put_new(self, memory: StoredMemory, seq: int, v: np.ndarray, parents: Iterable[tuple[Any, ...]] = ()) -> int:
         slot = self._new_slot(v)
         self._insert(memory, seq, slot, v, parents)
         return slot
@@ -407,7 +411,7 @@ class PostgresBackend:
     def changes_since(self, seq: int) -> tuple[int, list[IndexEntry]]:
         """Index entries of every record written after ``seq`` and the current version, read in
         one snapshot; the vectors of live records this process has not seen fill the mirror."""
-        def read(conn):
+        def read(conn: Any) -> tuple[int, list[Any], list[Any]]:
             with conn.transaction():
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
                 (version,) = conn.execute(self._q("SELECT value FROM {s}.meta WHERE key = 'seq'")).fetchone()
@@ -446,7 +450,7 @@ class PostgresBackend:
     def _has(self, slot: int) -> bool:
         return slot < len(self._have) and bool(self._have[slot])
 
-    def scan_markers(self, namespaces: Iterable[str]) -> list[tuple[str, tuple]]:
+    def scan_markers(self, namespaces: Iterable[str]) -> list[tuple[str, tuple[Any, ...]]]:
         """(memory_id, markers) of live records with markers in ``namespaces``."""
         ns = sorted(set(namespaces))
         if not ns:
@@ -455,7 +459,7 @@ class PostgresBackend:
             rows = self._rows("SELECT memory_id, namespace, data FROM {s}.records WHERE namespace = ANY(%s) "
                               "AND text IS NOT NULL", ([to_db(n) for n in ns],))
         out = []
-        for memory_id, namespace, data in sorted(rows, key=lambda r: (from_db(r[0]), from_db(r[1]))):
+        for memory_id, _namespace, data in sorted(rows, key=lambda r: (from_db(r[0]), from_db(r[1]))):
             markers = json.loads(data).get("markers") or ()
             if markers:
                 out.append((from_db(memory_id), tuple(markers)))

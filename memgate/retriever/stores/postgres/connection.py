@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Optional
 from urllib.parse import unquote
@@ -26,9 +26,9 @@ try:  # optional dependency: the [postgres] extra
     from pgvector.psycopg import register_vector
     from psycopg import sql
 except ImportError:  # pragma: no cover - exercised only without the extra
-    psycopg = None
-    sql = None
-    register_vector = None
+    psycopg = None  # type: ignore[assignment]
+    sql = None  # type: ignore[assignment]
+    register_vector = None  # type: ignore[assignment]
 
 CONNECT_TIMEOUT_S = 10
 PASSWORD_ENV = "PGPASSWORD"  # libpq's own variable (used when the URL has no password)
@@ -144,7 +144,7 @@ class Connection:
             self._conn = None
 
     @contextmanager
-    def session(self, doing: str):
+    def session(self, doing: str) -> Iterator[Any]:
         """The connection for one call (under the store's lock); database errors leave as
         scrubbed memgate errors, and a connection that broke is dropped (the next call opens a
         new one)."""

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Optional
 from urllib.parse import parse_qs, urlsplit
 
 
@@ -22,20 +23,21 @@ class LocalServer:
     """Start (or attach to) the server of ``pgdata``; ``stop()`` stops it (``keep=True`` leaves it
     running for the next process, as the benchmarks' cached data do)."""
 
-    def __init__(self, pgdata: str | os.PathLike, *, keep: bool = False):
+    def __init__(self, pgdata: str | os.PathLike[str], *, keep: bool = False):
         os.environ.setdefault("XDG_RUNTIME_DIR", str(Path(pgdata).resolve().parent))
         with warnings.catch_warnings():  # (platformdirs warns when XDG_RUNTIME_DIR is unset)
             warnings.simplefilter("ignore")
             import pgserver
         self.pgdata = Path(pgdata).resolve()
         self.pgdata.parent.mkdir(parents=True, exist_ok=True)
-        self._server = pgserver.get_server(self.pgdata, cleanup_mode=None if keep else "stop")
+        get_server = pgserver.get_server  # type: ignore[attr-defined]
+        self._server = get_server(self.pgdata, cleanup_mode=None if keep else "stop")
         self.url: str = self._server.get_uri()
         self._stopped = False
 
     def pg_ctl(self, *args: str) -> None:
         """Run ``pg_ctl`` on this server's data directory (e.g. ``"-w", "stop"``)."""
-        from pgserver import pg_ctl
+        from pgserver import pg_ctl  # type: ignore[attr-defined]
 
         pg_ctl(list(args), pgdata=self.pgdata, user=self._server.system_user)
 
@@ -56,10 +58,10 @@ class LocalServer:
             self._stopped = True
             self._server.cleanup()
 
-    def __enter__(self) -> "LocalServer":
+    def __enter__(self) -> LocalServer:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
 

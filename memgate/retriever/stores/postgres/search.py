@@ -67,9 +67,9 @@ def search(backend: PostgresBackend, q: np.ndarray, ns: list[str], k: int, *,
 
 
 def filter_clause(ns: list[str], exclude_ids: Iterable[Any], exclude_states: Iterable[str],
-            exclude_signatures: Iterable[str]) -> tuple[str, list]:
+            exclude_signatures: Iterable[str]) -> tuple[str, list[Any]]:
     where = ["namespace = ANY(%s)", "embedding IS NOT NULL", "lifecycle_state <> ALL(%s)"]
-    params: list = [[to_db(n) for n in ns], sorted({"forgotten", *exclude_states})]
+    params: list[Any] = [[to_db(n) for n in ns], sorted({"forgotten", *exclude_states})]
     signatures = sorted(set(exclude_signatures))
     if any(not isinstance(s, str) for s in signatures):
         raise TypeError("exclude_signatures must be digest strings")
@@ -94,7 +94,7 @@ def filter_clause(ns: list[str], exclude_ids: Iterable[Any], exclude_states: Ite
     return " AND ".join(where), params
 
 
-def _page(backend: PostgresBackend, q: np.ndarray, where: str, params: list, limit: int) -> list:
+def _page(backend: PostgresBackend, q: np.ndarray, where: str, params: list[Any], limit: int) -> list[Any]:
     """One page of the exact search. The distance is pgvector's function, not its operator:
     an ORDER BY on ``<=>`` lets PostgreSQL serve the sort's prefix from the HNSW index (an
     incremental sort over an approximate scan); the function no index can serve."""
@@ -104,7 +104,7 @@ def _page(backend: PostgresBackend, q: np.ndarray, where: str, params: list, lim
     return backend._rows(template, [q, *params, q, limit], binary=True)
 
 
-def _ranked(q: np.ndarray, rows: list, k: int) -> list[tuple]:
+def _ranked(q: np.ndarray, rows: list[Any], k: int) -> list[tuple[Any, ...]]:
     if not rows:
         return []
     keys = [(from_db(m), from_db(n)) for m, n, _, _ in rows]
@@ -114,7 +114,7 @@ def _ranked(q: np.ndarray, rows: list, k: int) -> list[tuple]:
     return [(keys[p][0], float(c), keys[p][1]) for p, c in zip(top.tolist(), scores.tolist())]
 
 
-def _exact(backend: PostgresBackend, q: np.ndarray, where: str, params: list, k: int) -> list[tuple]:
+def _exact(backend: PostgresBackend, q: np.ndarray, where: str, params: list[Any], k: int) -> list[tuple[Any, ...]]:
     limit = k + 16
     while True:
         rows = _page(backend, q, where, params, limit)
@@ -127,16 +127,17 @@ def _exact(backend: PostgresBackend, q: np.ndarray, where: str, params: list, k:
         limit *= 4
 
 
-def _approximate(backend: PostgresBackend, q: np.ndarray, where: str, params: list, k: int,
-                 hnsw_ef: Optional[int]) -> list[tuple]:
+def _approximate(backend: PostgresBackend, q: np.ndarray, where: str, params: list[Any], k: int,
+                 hnsw_ef: Optional[int]) -> list[tuple[Any, ...]]:
     ef = max(int(hnsw_ef or _EF_SEARCH_DEFAULT), k)
 
-    def run(conn):
+    def run(conn: Any) -> list[Any]:
         with conn.transaction():
             conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(min(ef, 1000))))
             template = (f"SELECT memory_id, namespace, embedding, embedding <=> %s FROM {{s}}.records r "
                         f"WHERE {where} ORDER BY embedding <=> %s LIMIT %s")
-            return conn.cursor(binary=True).execute(backend._q(template), [q, *params, q, k]).fetchall()
+            rows: list[Any] = conn.cursor(binary=True).execute(backend._q(template), [q, *params, q, k]).fetchall()
+            return rows
 
     return _ranked(q, backend.db.read("searching", run), k)
 

@@ -33,7 +33,7 @@ from memgate.retriever.stores.base import format_error
 from memgate.retriever.stores.postgres.connection import sql
 
 POSTGRES_FORMAT = "memgate-postgres/1"
-OLDER_FORMATS: tuple = ()  # a later format lists this one here and migrates it in _MIGRATIONS
+OLDER_FORMATS: tuple[Any, ...] = ()  # a later format lists this one here and migrates it in _MIGRATIONS
 HNSW_MAX_DIM = 2000  # pgvector's limit for an HNSW index over `vector`
 SCHEMA_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 _LOCK_KEY = "memgate-postgres-schema:"
@@ -78,7 +78,7 @@ _HNSW = "CREATE INDEX records_embedding ON {s}.records USING hnsw (embedding vec
 
 # format -> (the next format, the statements that bring a schema there); none yet: format 1 is
 # the first. A new format adds its predecessor here and to OLDER_FORMATS.
-_MIGRATIONS: dict[str, tuple[str, tuple]] = {}
+_MIGRATIONS: dict[str, tuple[str, tuple[Any, ...]]] = {}
 
 
 def check_schema_name(schema: Any) -> str:
@@ -88,7 +88,7 @@ def check_schema_name(schema: Any) -> str:
     return schema
 
 
-def statement(template: str, schema: str, dim: int = 0) -> "sql.Composed":
+def statement(template: str, schema: str, dim: int = 0) -> sql.Composed:
     return sql.SQL(template).format(s=sql.Identifier(schema), dim=sql.Literal(int(dim)))
 
 
@@ -133,10 +133,10 @@ def ensure_vector_extension(conn: Any) -> str:
             conn.execute("SELECT pg_advisory_unlock(hashtext('memgate-create-extension-vector'))")
         row = conn.execute("SELECT n.nspname FROM pg_extension e JOIN pg_namespace n "
                            "ON n.oid = e.extnamespace WHERE e.extname = 'vector'").fetchone()
-    return row[0]
+    return str(row[0])
 
 
-def open_schema(conn: Any, schema: str, identity: Any, create_meta: dict) -> dict:
+def open_schema(conn: Any, schema: str, identity: Any, create_meta: dict[str, Any]) -> dict[str, Any]:
     """Create the store's tables (when ``identity`` is given and the schema holds no store) or
     migrate an older format, all in one transaction under an advisory lock (two processes
     opening a new store at once create it once); returns ``meta``. A newer format is refused."""

@@ -14,7 +14,7 @@ import os
 import threading
 import warnings
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Optional
@@ -197,7 +197,9 @@ class QdrantBackend:
             try:
                 self.journal.recover()
             except Exception as exc:
-                raise self.journal.full(exc, staged=False) if is_disk_full(exc) else exc
+                if is_disk_full(exc):
+                    raise self.journal.full(exc, staged=False) from exc
+                raise
             meta = self.meta()
             pending: dict[Key, Staged] = {}
             self._pending = pending
@@ -217,9 +219,9 @@ class QdrantBackend:
                     raise full from exc
                 for slot in self._dead_slots:  # replaced or forgotten vectors
                     self.mirror_set(slot, None)
-                for _, slot, vector, _ in pending.values():
-                    if vector is not None and slot is not None:
-                        self.mirror_set(slot, vector)
+                for _, new_slot, vector, _ in pending.values():
+                    if vector is not None and new_slot is not None:
+                        self.mirror_set(new_slot, vector)
             finally:
                 self._pending = None
             events = self._unlogged + events
@@ -261,16 +263,18 @@ class QdrantBackend:
 
     # -- staging ------------------------------------------------------------------------------
 
-    def _raw(self, memory_id: str, namespace: str, vectors: bool = True):
+    def _raw(self, memory_id: str, namespace: str, vectors: bool = True) -> Any:
         got = self.client.retrieve(self.collection, [point_id(memory_id, namespace)], with_payload=True,
                                    with_vectors=[VECTOR_NAME] if vectors else False)
         return got[0] if got else None
 
-    def _current(self, memory: StoredMemory) -> tuple:
+    def _current(self, memory: StoredMemory) -> tuple[Optional[int], Optional[np.ndarray], list[str]]:
         """(slot, vector, parents) of the staged or stored version of ``memory``'s record."""
         key = (memory.namespace, memory.memory_id)
+        assert self._pending is not None  # (staging happens inside write())
         if key in self._pending:
-            return self._pending[key][1:]
+            _, slot, vector, parents = self._pending[key]
+            return slot, vector, parents
         raw = self._raw(memory.memory_id, memory.namespace)
         if raw is None:
             return None, None, []
@@ -279,7 +283,9 @@ class QdrantBackend:
         return slot, None if vector is None else np.asarray(vector, np.float32), list(
             raw.payload.get("_parents") or [])
 
-    def _stage(self, memory: StoredMemory, slot, vector, parents) -> None:
+    def _stage(self, memory: StoredMemory, slot: Optional[int], vector: Optional[np.ndarray],
+               parents: list[str]) -> None:
+        assert self._pending is not None  # (staging happens inside write())
         self._pending[(memory.namespace, memory.memory_id)] = (memory, slot, vector, parents)
 
     def load(self, memory_id: str, namespace: str) -> StoredMemory:
@@ -302,7 +308,7 @@ class QdrantBackend:
         found.update(p.payload["namespace"] for p in self.scroll(flt, ["namespace"]))
         return sorted(found)
 
-    def children(self, namespace: str, parent: str) -> list[tuple]:
+    def children(self, namespace: str, parent: str) -> list[tuple[Any, ...]]:
         key = _key(namespace, parent)
         out = {k for k, (_, _, _, parents) in (self._pending or {}).items() if key in parents}
         flt = qm.Filter(must=[qm.FieldCondition(key="_parents", match=qm.MatchAny(any=[key]))])
@@ -374,7 +380,8 @@ class QdrantBackend:
         return out
 
     def count(self) -> int:
-        return self.client.count(self.collection, count_filter=_RECORDS, exact=True).count
+        found: int = self.client.count(self.collection, count_filter=_RECORDS, exact=True).count
+        return found
 
     def ids(self) -> list[str]:
         """Every record's id, sorted (an id used in several namespaces appears once per record)."""
@@ -396,13 +403,13 @@ class QdrantBackend:
             entry = index_entry(raw, memory_id=raw["memory_id"], namespace=raw["namespace"],
                                 slot=raw.get("_slot"), lifecycle_state=raw["lifecycle_state"],
                                 seq=raw["_seq"])
-            if entry.alive:
+            if entry.alive and entry.slot is not None:
                 with self.lock:
                     self.mirror_set(entry.slot, np.asarray(p.vector[VECTOR_NAME], dtype=np.float32))
             entries.append(entry)
         return version, entries
 
-    def scan_markers(self, namespaces: Iterable[str]) -> list[tuple[str, tuple]]:
+    def scan_markers(self, namespaces: Iterable[str]) -> list[tuple[str, tuple[Any, ...]]]:
         ns = sorted(set(namespaces))
         if not ns:
             return []
@@ -414,7 +421,7 @@ class QdrantBackend:
 
     # -- write primitives (the rules are memgate.retriever.records.rules.Records) -------------
 
-    def put_new(self, memory: StoredMemory, seq: int, v: np.ndarray, parents: Iterable[tuple] = ()) -> int:
+    def put_new(self, memory: StoredMemory, seq: int, v: np.ndarray, parents: Iterable[tuple[Any, ...]] = ()) -> int:
         slot = self.bump("next_slot") - 1
         self._stage(memory, slot, v, [_key(*p) for p in parents])
         return slot
@@ -449,7 +456,7 @@ class QdrantBackend:
         raw = (self._counters if self._pending is not None else self.meta()).get("suppression_keys") or {}
         return {k: bytes.fromhex(v) for k, v in raw.items()}
 
-    def put_foreign_keys(self, keys) -> None:
+    def put_foreign_keys(self, keys: Mapping[str, bytes]) -> None:
         merged = dict(self._counters.get("suppression_keys") or {})
         merged.update({k: v.hex() for k, v in keys.items()})
         self._counters["suppression_keys"] = merged  # (written with the counters, in the journal)

@@ -10,7 +10,7 @@ from typing import Any, Optional
 try:  # POSIX only
     import fcntl
 except ImportError:  # pragma: no cover
-    fcntl = None
+    fcntl = None  # type: ignore[assignment]
 
 
 class PathLock:

@@ -16,8 +16,8 @@ try:  # optional dependency
     from qdrant_client import QdrantClient
     from qdrant_client import models as qm
 except ImportError:  # pragma: no cover - exercised only without qdrant-client
-    QdrantClient = None
-    qm = None
+    QdrantClient = None  # type: ignore[assignment, misc]
+    qm = None  # type: ignore[assignment]
 
 QDRANT_FORMAT = "memgate-qdrant/3"
 OLDER_FORMATS = ("memgate-qdrant/1", "memgate-qdrant/2")
@@ -72,9 +72,10 @@ def index_fields(client: Any, collection: str) -> None:
         client.create_payload_index(collection, field, schema)
 
 
-def _to_memory(payload: Mapping) -> StoredMemory:
+def _to_memory(payload: Mapping[str, Any]) -> StoredMemory:
     raw = {k: v for k, v in payload.items() if not k.startswith("_")}
     return StoredMemory.from_dict(raw)
 
 
-__all__ = ["API_KEY_ENV", "OLDER_FORMATS", "QDRANT_FORMAT", "VECTOR_NAME", "index_fields", "point_id", "scroll"]
+__all__ = ["API_KEY_ENV", "OLDER_FORMATS", "QDRANT_FORMAT", "VECTOR_NAME", "QdrantClient", "index_fields", "point_id",
+           "qm", "scroll"]

@@ -137,7 +137,7 @@ class QdrantStore(Records):
         ns = readable_namespace_list(namespaces)
         check_k(k)
         q = self._check_vector(query).astype(np.float32)
-        must_not = [qm.FieldCondition(key="lifecycle_state", match=qm.MatchAny(
+        must_not: list[Any] = [qm.FieldCondition(key="lifecycle_state", match=qm.MatchAny(
             any=sorted({"forgotten", *exclude_states})))]
         excluded: list[str] = []
         for item in exclude_ids:  # an id: in every readable namespace; a pair: one record
