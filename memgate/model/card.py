@@ -101,7 +101,7 @@ def does_not_lines(release: Optional[dict]) -> list[str]:
 def guard_lines(info: dict) -> list[str]:
     """The selection guards with their thresholds, the drop threshold, the risk scale."""
     sel = (info.get("train_config") or {}).get("selection") or {}
-    if not sel and not info.get("calibration"):
+    if not any((sel, info.get("calibration"), info.get("guards"), info.get("calibration_note"), info.get("risk_scale"))):
         return []
     margin = sel.get("route_margin", 0.01)
     auc = sel.get("min_suppression_auc", 0.5)
