@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from memgate.commands.card import card_text, realistic_lines, reproduced, targets_of
 from memgate.contract.config import REPO_ROOT
 
@@ -60,3 +62,12 @@ def test_the_reproduction_record_must_be_about_these_weights():
     assert reproduced("nothing measured", "aaa") is None
     assert realistic_lines("x (criterion: all but one, 5): missed; gains +0.1\nother (criterion: 2): met\n") == [
         "realistic cases (`python examples/realistic_cases.py`): x (criterion: all but one, 5): missed; gains +0.1"]
+
+
+def test_memgate_card_names_the_missing_checkpoint(tmp_path, capsys):
+    from memgate.commands.card import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--checkpoint", str(tmp_path / "nowhere")])
+    assert exit_.value.code == 2
+    assert "--checkpoint: no config.json in" in capsys.readouterr().err
