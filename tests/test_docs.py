@@ -90,3 +90,46 @@ def test_the_readme_is_a_front_door():
     assert len(text.splitlines()) <= 220
     assert "make demo" in text and "make test" in text
     assert "## Headline" in text
+
+
+HEADLINE_MAX_LINES, HEADLINE_MAX_WORDS, HEADLINE_MAX_FIGURES = 6, 80, 6
+# a figure: a number standing alone (+0.038, −0.013, 1,000,000, 27.0 %); digits inside a word (p50,
+# L6, GPT-4o) are names, not figures
+FIGURE = re.compile(r"(?<![\w.])[−+-]?\d+(?:[.,]\d+)*(?![\w])")
+
+
+def headline(text: str) -> list[str]:
+    """The Headline's prose: the non-empty lines after `## Headline` up to its first table or heading."""
+    lines = text.split("## Headline\n", 1)[1].splitlines()
+    out = []
+    for line in lines:
+        if line.startswith(("|", "#")):
+            break
+        if line.strip():
+            out.append(line)
+    return out
+
+
+def headline_counts(text: str) -> tuple[int, int, int]:
+    prose = headline(text)
+    return len(prose), sum(len(line.split()) for line in prose), sum(len(FIGURE.findall(line)) for line in prose)
+
+
+def test_the_headline_reads_in_a_minute():
+    lines, words, figures = headline_counts((ROOT / "README.md").read_text(encoding="utf-8"))
+    assert 0 < lines <= HEADLINE_MAX_LINES, f"README Headline has {lines} lines (at most {HEADLINE_MAX_LINES})"
+    assert words <= HEADLINE_MAX_WORDS, f"README Headline has {words} words (at most {HEADLINE_MAX_WORDS})"
+    assert figures <= HEADLINE_MAX_FIGURES, f"README Headline has {figures} figures (at most {HEADLINE_MAX_FIGURES})"
+
+
+def test_the_headline_count_sees_figures_not_names():
+    text = ("## Headline\n\nGate L6 on GPT-4o-mini: p50 +0.038, −0.013 and 1,000,000 memories;\n"
+            "27.0 % → 3.5 % (x2).\n\n| a | 1 |\n")
+    assert headline_counts(text) == (2, 16, 5)
+
+
+def test_the_readme_places_the_paper_anchors():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "Beyond Similarity: Trustworthy Memory Search for Personal AI Agents" in text
+    for paper in ("27.0 % → 3.5 %", "16.8 % → 4.4 %", "38.9 → 40.8", "1.47 s → 1.59 s"):
+        assert paper in text, paper

@@ -30,6 +30,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "train": ("memgate.commands.train", "train a gate (configs/train/*.yaml, key=value overrides)"),
     "evaluate": ("memgate.commands.evaluate", "evaluate routes under the recall-constrained protocol"),
     "release": ("memgate.commands.release", "regenerate, train and evaluate the released gate"),
+    "card": ("memgate.commands.card", "rewrite a release's model card from its committed files (no training)"),
     "demo": ("memgate.commands.demo", "generate -> mine -> train -> evaluate, print the headline"),
     "ablations": ("memgate.commands.ablations", "train and evaluate the ablation grid"),
     "bench": ("memgate.commands.bench", "run the benchmark suite (reports/bench.md)"),

@@ -1,7 +1,7 @@
 """``make release``: regenerate the default data, train the default gate, export it to
 ``checkpoints/memgate-minilm-l6`` of this checkout, pin its weights' sha256 in
-``memgate/model/release_pin.py`` (what a by-name load checks) and evaluate it into
-``reports/memgate-minilm-l6``. The only way to export under the released name.
+``memgate/model/release_pin.py`` (what a by-name load checks), evaluate it into
+``reports/memgate-minilm-l6`` and write its model card (``memgate card``). The only way to export under the released name.
 
 It embeds from an empty cache (the checkout's ``.cache/embeddings`` is removed first), as a fresh
 clone's ``make demo`` does: the encoder's fast backend gives a text last-bit differences by the
@@ -16,6 +16,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from memgate.commands.card import main as card_main
 from memgate.commands.demo_check import clear_embedding_cache
 from memgate.contract.config import REPO_ROOT, resolve_path
 from memgate.model.pretrained import PIN_FILE, releasing
@@ -44,6 +45,7 @@ def main(argv=None, prog=None) -> int:
         result = run_pipeline(export_dir, report_dir, fresh_data=True)
     print(f"pinned {RELEASE_NAME}: weights sha256 {RELEASED_WEIGHTS_SHA256[RELEASE_NAME]} in {PIN_FILE}")
     compress_rows(report_dir / "routes.jsonl")
+    card_main(["--checkpoint", str(export_dir), "--report", str(report_dir)])  # the card with the report's facts
     for step, seconds in result["timings"].items():
         print(f"  {step:<45} {seconds:8.1f}")
     return 0

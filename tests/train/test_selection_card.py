@@ -2,7 +2,7 @@
 shows every guard against its threshold; a step-0 export says loudly that it ranks like the
 cosine; the curve's guard panel reads each guard's slack and whether it passed."""
 
-from memgate.model.export import selection_history_lines
+from memgate.model.card import selection_history_lines
 from memgate.train.curve import guard_slacks, plot_training_curve
 
 
