@@ -96,6 +96,7 @@ def write_model_card(out_dir: Path, export_info: dict, headline: Optional[dict])
           if export_info.get("calibration_note") else []),
         *drop_threshold_lines(export_info.get("calibration")),
         *risk_scale_lines(export_info.get("risk_scale")),
+        *risk_threshold_lines(export_info.get("risk_thresholds")),
         "",
         *what_it_does_lines(),
     ]
@@ -154,6 +155,19 @@ def risk_scale_lines(record: Optional[dict]) -> list[str]:
             f"{record['multiplier']:g} of the grid {record.get('grid')}, the largest at which every guard passed on "
             f"select parts" + (f"; tried {tried}" if tried else "") + ")"
             + (f"; {record['note']}" if record.get("note") else "")]
+
+
+def risk_threshold_lines(record: Optional[dict]) -> list[str]:
+    """``risk_warn`` / ``risk_drop`` of a mask_risk gate (memgate.model.risk_thresholds)."""
+    if not record:
+        return []
+    def fmt(t: Optional[float]) -> str:
+        return "none" if t is None else f"{t:.6f}"
+    return [f"- risk thresholds on sigmoid(r) (`gate_risk`): risk_warn {fmt(record.get('risk_warn'))} "
+            f"(an agent surface's hit at or above it is at most `warn`, `verify_first` in `strict`; flags "
+            f"{record.get('flagged', 0.0):.2%} of {record.get('n')} benign select pairs), risk_drop "
+            f"{fmt(record.get('risk_drop'))} (the default route drops a hit at or above it; drops at most "
+            f"{record.get('dropped', 0.0):.2%} of any benign set)" + (f"; {record['note']}" if record.get("note") else "")]
 
 
 def risk_calibration_lines(calibration: Optional[dict], plot: bool) -> list[str]:
