@@ -18,7 +18,13 @@ import pytest
 from memgate import Memory
 from memgate.eval.calibration_risk import calibrate_risk_thresholds, gate_risk
 from memgate.model.gate import MemGate
-from memgate.model.risk_thresholds import GRID, pick_thresholds, share_at, threshold_for, write_risk_thresholds
+from memgate.model.risk_thresholds import (
+    GRID,
+    pick_thresholds,
+    share_at,
+    threshold_for,
+    write_risk_thresholds,
+)
 from memgate.retriever.config import RetrieverConfig
 from memgate.retriever.query.gate import RetrieverGate
 
@@ -104,9 +110,9 @@ def _mcp_search(memory, query):
 
 def test_every_surface_carries_gate_risk_and_applies_one_drop_rule(mask_risk_checkpoint, encoder, tmp_path):
     from memgate.commands.store import main as store_main
+    from memgate.integrations.http_server import create_app
     from memgate.integrations.langgraph_store import MemgateStore
     from memgate.integrations.uvicorn_thread import ServerThread
-    from memgate.integrations.http_server import create_app
 
     bare = shutil.copytree(mask_risk_checkpoint, tmp_path / "bare")
     store = tmp_path / "store"
