@@ -45,7 +45,7 @@ def _postgres_server():
 
 @pytest.fixture(scope="session")
 def mask_risk_checkpoint(tmp_path_factory):
-    """A tiny gate of score form ``mask_risk`` (issue 44 item 7), trained for real: six steps on
+    """A tiny gate of score form ``mask_risk`` (issue 44 item 7), trained for real: four steps on
     the head of the example triples (hidden 32, the risk head's calibration loss on), exported
     as a checkpoint directory with no risk thresholds. Tests copy it before writing thresholds."""
     from dataclasses import replace
@@ -67,8 +67,8 @@ def mask_risk_checkpoint(tmp_path_factory):
     config = load_config(TrainConfig, resolve_path("configs/train/default.yaml"), [
         f"export.runs_dir={root / 'runs'}", f"encoder.cache_dir={root / 'cache'}", "trainer.progress_bar=false",
         "trainer.logger=none", "gate.score_form=mask_risk", "loss.risk_weight=0.5", "gate.hidden=32",
-        "optim.batch_size=16", "optim.max_steps=6", "optim.warmup_steps=1", "optim.lr=0.01",
+        "optim.batch_size=8", "optim.max_steps=4", "optim.warmup_steps=1", "optim.lr=0.01",
         "trainer.val_check_interval=1.0"])
     config = replace(config, optim=replace(config.optim, max_epochs=3))
-    train_on_triples(head("train.jsonl", 48), head("dev.jsonl", 24), root / "gate", config, guards="none")
+    train_on_triples(head("train.jsonl", 24), head("dev.jsonl", 12), root / "gate", config, guards="none")
     return root / "gate"
