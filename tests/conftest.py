@@ -45,30 +45,40 @@ def _postgres_server():
 
 @pytest.fixture(scope="session")
 def mask_risk_checkpoint(tmp_path_factory):
-    """A tiny gate of score form ``mask_risk`` (issue 44 item 7), trained for real: four steps on
-    the head of the example triples (hidden 32, the risk head's calibration loss on), exported
-    as a checkpoint directory with no risk thresholds. Tests copy it before writing thresholds."""
-    from dataclasses import replace
+    """A tiny gate of score form ``mask_risk`` (issue 44 item 7), trained for real: 40 Adam steps
+    of the project's preference loss with the risk head's calibration term
+    (``LossConfig(risk_weight=1.0)``: m- = 1, m+ = 0) on 64 example triples embedded by the
+    bundled encoder (the process-wide ``default_encoder()``, which the surfaces under test load
+    too), exported with ``save_pretrained`` and no risk thresholds. Tests copy it before writing
+    thresholds into its ``config.json``."""
+    import json
     from itertools import islice
 
-    from memgate.contract.config import REPO_ROOT, load_config, resolve_path
-    from memgate.datasets.user_triples import load_triples
-    from memgate.train.config import TrainConfig
-    from memgate.train.workbench import train_on_triples
+    import torch
 
-    root = tmp_path_factory.mktemp("mask-risk")
+    from memgate.contract.config import REPO_ROOT
+    from memgate.integrations.opening import default_encoder
+    from memgate.model.gate import MemGate, MemGateConfig
+    from memgate.train.objective import LossConfig, preference_loss
 
-    def head(name: str, n: int):
-        dst = root / name
-        with open(REPO_ROOT / "examples/triples" / name) as handle:
-            dst.write_text("".join(islice(handle, n)))
-        return load_triples(dst)
-
-    config = load_config(TrainConfig, resolve_path("configs/train/default.yaml"), [
-        f"export.runs_dir={root / 'runs'}", f"encoder.cache_dir={root / 'cache'}", "trainer.progress_bar=false",
-        "trainer.logger=none", "gate.score_form=mask_risk", "loss.risk_weight=0.5", "gate.hidden=32",
-        "optim.batch_size=8", "optim.max_steps=4", "optim.warmup_steps=1", "optim.lr=0.01",
-        "trainer.val_check_interval=1.0"])
-    config = replace(config, optim=replace(config.optim, max_epochs=3))
-    train_on_triples(head("train.jsonl", 24), head("dev.jsonl", 12), root / "gate", config, guards="none")
-    return root / "gate"
+    with open(REPO_ROOT / "examples/triples/train.jsonl") as handle:
+        rows = [json.loads(line) for line in islice(handle, 64)]
+    encoder = default_encoder()
+    texts = sorted({r[k] for r in rows for k in ("query_text", "pos_text", "neg_text")})
+    vectors = torch.from_numpy(encoder.encode(texts, progress=False))
+    at = {t: i for i, t in enumerate(texts)}
+    q, pos, neg = (vectors[[at[r[k]] for r in rows]] for k in ("query_text", "pos_text", "neg_text"))
+    identity = encoder.identity
+    torch.manual_seed(0)
+    gate = MemGate(MemGateConfig(dim=identity["dim"], encoder_id=identity["id"],
+                                 encoder_revision=identity["revision"], encoder_normalize=identity["normalize"],
+                                 hidden=32, score_form="mask_risk"))
+    optimiser = torch.optim.Adam(gate.parameters(), lr=0.01)
+    for _ in range(40):
+        losses, _ = preference_loss(LossConfig(risk_weight=1.0), gate, q, pos, neg.unsqueeze(1))
+        optimiser.zero_grad()
+        losses.mean().backward()
+        optimiser.step()
+    out = tmp_path_factory.mktemp("mask-risk") / "gate"
+    gate.eval().save_pretrained(out, extra_config={"note": "tests/conftest.py: a tiny mask_risk gate"})
+    return out
