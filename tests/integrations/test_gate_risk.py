@@ -152,7 +152,8 @@ def test_every_surface_carries_gate_risk_and_applies_one_drop_rule(mask_risk_che
 
     with Memory(path=store, gate=ckpt, encoder=encoder, fsync=False) as m:
         found = m.search(QUERY, user_id="alice")
-        assert found["route"] == "hybrid_drop"
+        assert found["route"] == "hybrid_drop" and (m.retriever.drop_rule, m.retriever.risk_warn) == (
+            "risk", pytest.approx((r[1] + r[2]) / 2))
         check(found)
         flagged = next(h for h in found["results"] if h["id"] == order[1])
         assert flagged["action_reasons"] == ["gate_risk_flagged"]
