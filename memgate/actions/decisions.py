@@ -229,9 +229,19 @@ def _evidence_rule(c: _Context, earlier: Sequence[ActionReason]) -> list[ActionR
     return out
 
 
-# Rules 1-7 in order, negative evidence first; rule 8 reads what they found.
+def _gate_risk_rule(c: _Context) -> list[ActionReason]:
+    """7b. the learned gate flagged the memory (calibrated risk at or above risk_warn)."""
+    memory = c.memory
+    if memory.gate_flagged:
+        return [ActionReason("gate_risk_flagged", c.preset.gate_risk_flagged,
+                             f"the learned gate's risk {memory.gate_risk:.3f} >= risk_warn "
+                             f"{memory.gate_risk_warn:.3f}")]
+    return []
+
+
+# Rules 1-7 in order, negative evidence first (7b: the gate's flag); rule 8 reads what they found.
 _RULES = (_lifecycle_rule, _prohibition_rule, _verification_rule, _epistemic_rule, _conflict_rule,
-          _source_rule, _priority_rule)
+          _source_rule, _priority_rule, _gate_risk_rule)
 
 
 def decide_action(
@@ -258,7 +268,8 @@ def decide_action(
     6. source type: a draft (whatever its status says, ``final`` included) -> the preset's
        ``draft`` cap; a preference -> the preset's ``preference`` cap (not binding at high risk).
     7. status is not priority: a what-next question and ``priority != "next"`` ->
-       ``answer_context``.
+       ``answer_context``; 7b. the learned gate flagged it (``gate_risk >= gate_risk_warn``) ->
+       the preset's ``gate_risk_flagged`` cap (``warn``; ``verify_first`` in ``strict``).
     8. certainty never exceeds evidence: below the answer threshold for the risk ->
        ``answer_context``; below the context threshold -> ``warn`` (``verify_first`` at high risk).
        ``balanced_risk_adjusted`` lowers the answer threshold for low-risk settled items.

@@ -109,7 +109,10 @@ class ActionInput:
     is gated like an unresolved one, a missing risk counts as ``high`` (the preset's
     ``missing_risk``; only ``agent_default`` sets it lower), a missing evidence
     strength as 0. ``status`` (where the item stands) and ``priority`` (whether it is next) are
-    separate fields on purpose: a ``ready`` item is not necessarily ``next``.
+    separate fields on purpose: a ``ready`` item is not necessarily ``next``. ``gate_risk`` /
+    ``gate_risk_warn`` come from the retriever (the learned gate's calibrated risk of the memory
+    for this query, and the checkpoint's warn threshold): at or above it the preset's
+    ``gate_risk_flagged`` cap applies.
     """
 
     memory_id: str
@@ -124,6 +127,10 @@ class ActionInput:
     forbids: tuple[str, ...] = ()
     conflicts: tuple[Conflict, ...] = ()
     provenance: Optional[str] = None  # who stated it (trusted metadata); USER_STATED is read
+    # the learned gate's calibrated risk sigmoid(r) of this memory for this query and the
+    # checkpoint's risk_warn (both None: no gate, a gate without a risk head, or no risk_warn)
+    gate_risk: Optional[float] = None
+    gate_risk_warn: Optional[float] = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.memory_id, str) or not self.memory_id:
@@ -161,6 +168,13 @@ class ActionInput:
                         f"got {strength!r}"
                     )
                 object.__setattr__(self, "evidence_strength", float(strength))
+            for name in ("gate_risk", "gate_risk_warn"):
+                value = getattr(self, name)
+                if value is not None:
+                    if type(value) not in (int, float) or not 0.0 <= float(value) <= 1.0:
+                        raise ActionPolicyError(
+                            f"field {name!r} must be a number in [0, 1] or None, got {value!r}")
+                    object.__setattr__(self, name, float(value))
             object.__setattr__(self, "forbids", _check_slugs(self.forbids, "forbids"))
             if isinstance(self.conflicts, (str, bytes)) or not isinstance(
                 self.conflicts, (list, tuple)
@@ -173,6 +187,12 @@ class ActionInput:
             object.__setattr__(self, "conflicts", tuple(self.conflicts))
         except ActionPolicyError as exc:
             raise ActionPolicyError(where + str(exc)) from None
+
+    @property
+    def gate_flagged(self) -> bool:
+        """The learned gate flagged this memory: ``gate_risk >= gate_risk_warn`` (both given)."""
+        return (self.gate_risk is not None and self.gate_risk_warn is not None
+                and self.gate_risk >= self.gate_risk_warn)
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any], conflicts: Sequence[Conflict] = ()) -> ActionInput:
@@ -197,6 +217,8 @@ class ActionInput:
             "forbids",
             "conflicts_with",
             "provenance",
+            "gate_risk",
+            "gate_risk_warn",
             # scenario-suite annotations the policy never reads
             "text",
             "expected_action",
@@ -221,6 +243,8 @@ class ActionInput:
             forbids=() if raw.get("forbids") is None else raw["forbids"],
             conflicts=tuple(conflicts),
             provenance=raw.get("provenance"),
+            gate_risk=raw.get("gate_risk"),
+            gate_risk_warn=raw.get("gate_risk_warn"),
         )
 
 

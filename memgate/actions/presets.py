@@ -27,7 +27,9 @@ _PRESET_KEYS = (
 # about themselves) and that carries no epistemic status or evidence strength: it stands in for
 # the epistemic_missing and evidence-threshold caps, and only for those (default: no such table,
 # the missing labels gate as before). No label is imputed: provenance is the evidence read.
-_OPTIONAL_PRESET_KEYS = ("missing_risk", "user_stated")
+# gate_risk_flagged: the cap for a memory the learned gate flagged (its calibrated risk sigmoid(r)
+# at or above the checkpoint's risk_warn; actions-v3). Default warn.
+_OPTIONAL_PRESET_KEYS = ("missing_risk", "user_stated", "gate_risk_flagged")
 
 
 
@@ -50,6 +52,7 @@ class Preset:
     preference: Mapping[str, str]
     missing_risk: str = "high"  # the risk when neither the memory nor the query states one
     user_stated: Optional[Mapping[str, str]] = None  # caps for an unlabelled user_stated memory
+    gate_risk_flagged: str = "warn"  # the cap when the learned gate's risk reaches risk_warn
 
     def with_overrides(self, name: Optional[str] = None, **changes: Any) -> Preset:
         """A copy with some values replaced (used by threshold sweeps; validated again)."""
@@ -99,7 +102,10 @@ def _preset_from_dict(name: str, raw: Mapping[str, Any]) -> Preset:
         missing_risk = raw.get("missing_risk", "high")
         _check_choice(missing_risk, RISK_LEVELS, "missing_risk")
         user_stated = raw.get("user_stated")
+        flagged = raw.get("gate_risk_flagged", "warn")
+        _check_choice(flagged, ACTION_ORDER, "gate_risk_flagged")
         return Preset(
+            gate_risk_flagged=flagged,
             missing_risk=missing_risk,
             user_stated=None if user_stated is None else _risk_table(user_stated, "user_stated", "action"),
             name=name,

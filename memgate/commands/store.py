@@ -1,7 +1,7 @@
 """``memgate store``: a memgate store from the command line.
 
     memgate store add "I'm vegetarian." --user alice --store DIR [--metadata '{"topic": "food"}']
-    memgate store search "what do I eat?" --user alice --store DIR [--limit 5] [--filters JSON]
+    memgate store search "what do I eat?" --user alice --store DIR [--limit 5] [--filters JSON] [--gate DIR]
     memgate store list --store DIR [--user alice]         (no --user: users and their counts)
     memgate store get MEMORY_ID --user alice --store DIR
     memgate store forget MEMORY_ID --user alice --store DIR [--directive TEXT]
@@ -74,6 +74,8 @@ def build_parser(prog: str = "memgate store") -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=5)
     p.add_argument("--filters", type=_json_arg, default=None, help="metadata filters (JSON)")
     p.add_argument("--intent", choices=("current_state", "history", "unknown"), default="current_state")
+    p.add_argument("--gate", default="auto",
+                   help="the learned gate: auto (default), released, none, or a checkpoint directory")
     p = verb("list", "a user's memories (or, without --user, the users)")
     p.add_argument("--user")
     p.add_argument("--directives", action="store_true",
@@ -117,11 +119,13 @@ def _open_store(args: argparse.Namespace) -> Any:
 
 
 def _memory(args: argparse.Namespace) -> Any:
+    gate = getattr(args, "gate", "auto")
+    gate = None if gate == "none" else gate
     if args.backend == "postgres":
-        return Memory(path=args.store, store="postgres", url=args.url, collection=args.collection)
+        return Memory(path=args.store, store="postgres", url=args.url, collection=args.collection, gate=gate)
     if args.store is None and not args.url:
         raise ValueError("--store DIR is required")
-    return Memory(path=args.store if not args.url else None, store=args.backend, url=args.url,
+    return Memory(path=args.store if not args.url else None, store=args.backend, url=args.url, gate=gate,
                   collection=args.collection, audit_log=None if not args.url or args.store is None
                   else args.store / "audit.jsonl")
 
@@ -141,7 +145,12 @@ def _run(args: argparse.Namespace) -> int:
                 hits = m.search(args.query, user_id=args.user, limit=args.limit, filters=args.filters,
                                 intent=args.intent)
                 lines = [f"query {hits['query_id']} route={hits['route']}"] + [
-                    f"  {h['score']:.3f}  {h['action']:<14} {h['id']}  {h['memory']}" for h in hits["results"]]
+                    f"  {h['score']:.3f}  {h['action']:<14} {h['id']}  {h['memory']}"
+                    + ("" if h["gate_risk"] is None else f"  (gate risk {h['gate_risk']:.3f})")
+                    for h in hits["results"]]
+                if hits["dropped"]:
+                    lines.append(f"  ({hits['dropped']} dropped by the learned gate: "
+                                 f"{', '.join(hits['dropped_ids'])})")
                 if hits["forgotten_relevant"]:
                     lines.append("  (the user asked to forget something relevant to this query)")
                 _print(args, dict(hits), "\n".join(lines))

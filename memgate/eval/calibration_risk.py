@@ -5,7 +5,8 @@ the reliability plot of the model card (``risk_reliability.png``).
 The sets are ``select`` parts only (``memgate.train.selection.SelectionGuards.risk_label_sets``):
 every natural-phrasing cell (trap = 1, control = 0), GateMem select (protected turns = 1,
 anchors = 0) and LoCoMo select's required evidence (benign, 0). The ECE is the project's one
-(``memgate.eval.metrics.ece``, equal-width bins).
+(``memgate.eval.metrics.ece``, equal-width bins). Also here: the risk thresholds ``risk_warn`` /
+``risk_drop`` picked on the benign select pairs (:func:`calibrate_risk_thresholds`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 import torch
 
 from memgate.eval.metrics import ece
+from memgate.model.risk_thresholds import MAX_DROPPED, MAX_FLAGGED, pick_thresholds
 
 LabelledSet = tuple[np.ndarray, np.ndarray, np.ndarray]  # (queries (n, d), memories (n, d), labels (n,))
 
@@ -75,6 +77,19 @@ def risk_calibration(gate: Any, sets: Mapping[str, LabelledSet], bins: int = 10)
             "note": "select parts only; ECE with equal-width bins (memgate.eval.metrics.ece)"}
 
 
+def calibrate_risk_thresholds(gate: Any, benign: Mapping[str, tuple[np.ndarray, np.ndarray]],
+                              max_flagged: float = MAX_FLAGGED, max_dropped: float = MAX_DROPPED) -> dict[str, Any]:
+    """``risk_warn`` / ``risk_drop`` of a gate with a risk head, picked on benign (query, memory)
+    pairs per set name (select parts: ``SelectionGuards.benign_anchor_sets``): the
+    ``export.risk_thresholds`` record of :func:`memgate.model.risk_thresholds.pick_thresholds`
+    (<= ``max_flagged`` of the rows flagged, pooled; <= ``max_dropped`` of each set dropped).
+    Write it into a checkpoint with :func:`memgate.model.risk_thresholds.write_risk_thresholds`."""
+    if not getattr(gate, "has_risk", False):
+        raise ValueError("calibrate_risk_thresholds needs a gate with a risk head (score_form mask_risk)")
+    risks = {name: gate_risk(gate, q, v) for name, (q, v) in benign.items() if len(q)}
+    return pick_thresholds(risks, max_flagged, max_dropped)
+
+
 def plot_reliability(path: Path, calibration: Mapping[str, Any], title: str = "") -> Path:
     """Observed share of risky rows against the mean predicted sigmoid(r) per bin, one line per
     set (marker area ~ rows in the bin) and the pooled line; the diagonal is perfect calibration."""
@@ -114,4 +129,4 @@ def plot_reliability(path: Path, calibration: Mapping[str, Any], title: str = ""
     return path
 
 
-__all__ = ["LabelledSet", "gate_risk", "plot_reliability", "reliability_bins", "risk_calibration"]
+__all__ = ["LabelledSet", "calibrate_risk_thresholds", "gate_risk", "plot_reliability", "reliability_bins", "risk_calibration"]

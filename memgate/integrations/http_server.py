@@ -6,7 +6,8 @@
     GET    /memories                  list         ?limit= (memories only, not forget directives)
     DELETE /memories                  forget all   every memory of the caller (directives stay)
     POST   /search                    search       {query, filters?, limit?, intent?, agent_id?, ...}
-                                      -> {results, forgotten_relevant, query_id, route, excluded}
+                                      -> {results, forgotten_relevant, query_id, route, excluded,
+                                          dropped, dropped_ids} (each hit with gate_risk)
     GET    /memories/{id}             get
     PATCH  /memories/{id}             update       {text?, metadata?, expected_revision?}
     DELETE /memories/{id}             forget       ?directive=

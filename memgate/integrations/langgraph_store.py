@@ -26,7 +26,9 @@ Mapping:
 - ``search(query=...)`` is ``GatedRetriever.retrieve`` over the prefix's namespaces, with the
   filter as the candidates' restriction before truncation, ranking at most ``MAX_LIMIT``
   results (``offset + limit``, :mod:`memgate.contract.defaults`); without a query, the
-  matching items oldest first. Filters follow LangGraph's semantics (exact match, nested subset,
+  matching items oldest first. Each hit is a :class:`GatedSearchItem` (``gate_risk`` beside
+  ``score``); what a list of ``SearchItem`` cannot carry, the per-search ``dropped`` count and
+  ids, is not returned (the audit log records the drops). Filters follow LangGraph's semantics (exact match, nested subset,
   ``$eq $ne $gt $gte $lt $lte``);
 - ``delete`` (and ``put(..., None)``) is memgate's forget: the item's text, value and vector
   are erased for good and a forget directive stays in the namespace (not listed as an item).
@@ -148,6 +150,24 @@ def _matches(match: MatchCondition, namespace: tuple[str, ...]) -> bool:
     return all(p == "*" or n == p for n, p in pairs)
 
 
+class GatedSearchItem(SearchItem):
+    """LangGraph's ``SearchItem`` plus ``gate_risk``: the learned gate's calibrated risk of the
+    item for the query (:mod:`memgate.integrations.hits`; None without a gate, for a gate of
+    score form ``mask`` and for an unranked item), also in :meth:`dict`. A search returns a plain
+    list, so nothing per search (``dropped``, ``query_id``, ``route``) reaches the caller here."""
+
+    __slots__ = ("gate_risk",)
+
+    def __init__(self, *, gate_risk: Optional[float] = None, **fields: Any) -> None:
+        super().__init__(**fields)
+        self.gate_risk = gate_risk
+
+    def dict(self) -> dict[str, Any]:
+        result: dict[str, Any] = super().dict()
+        result["gate_risk"] = self.gate_risk
+        return result
+
+
 class MemgateStore(BaseStore):
     """LangGraph's store interface over memgate (module docstring). ``path`` / ``store`` /
     ``url`` as in :class:`memgate.Memory`; ``principal`` is the identity recorded as the writer
@@ -226,8 +246,9 @@ class MemgateStore(BaseStore):
     def _item(self, record: Any) -> Item:
         return Item(**self._item_fields(record))
 
-    def _search_item(self, record: Any, score: Optional[float] = None) -> SearchItem:
-        return SearchItem(score=score, **self._item_fields(record))
+    def _search_item(self, record: Any, score: Optional[float] = None,
+                     gate_risk: Optional[float] = None) -> SearchItem:
+        return GatedSearchItem(score=score, gate_risk=gate_risk, **self._item_fields(record))
 
     @staticmethod
     def _item_fields(record: Any) -> dict[str, Any]:
@@ -323,7 +344,7 @@ class MemgateStore(BaseStore):
             ctx = QueryContext(query_id=f"lg-q-{uuid.uuid4().hex}", text="", principal=self.principal,
                                namespaces=frozenset(namespaces), time=now_utc())
             result = self.retriever.retrieve(op.query, ctx, k=op.offset + op.limit, only_ids=indexed)
-            hits = [self._search_item(it.memory, it.score) for it in result.items][op.offset:]
+            hits = [self._search_item(it.memory, it.score, it.gate_risk) for it in result.items][op.offset:]
         if len(hits) < op.limit:  # as InMemoryStore: unindexed matches fill the rest, unscored
             rest = sorted((records[i] for i in keyed if not records[i].attributes.get(INDEXED)),
                           key=lambda r: (r.created_at, r.memory_id))
@@ -339,4 +360,4 @@ class MemgateStore(BaseStore):
         return sorted(names)[op.offset: op.offset + op.limit]
 
 
-__all__ = ["MemgateStore", "from_namespace", "to_namespace"]
+__all__ = ["GatedSearchItem", "MemgateStore", "from_namespace", "to_namespace"]

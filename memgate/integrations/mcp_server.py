@@ -60,7 +60,7 @@ class StrictMCPServer(MCPServer):
         return await super().call_tool(name, arguments, context)
 
 
-RESULT_FIELDS = ("id", "memory", "kind", "metadata", "score", "action", "lifecycle", "created_at")
+RESULT_FIELDS = ("id", "memory", "kind", "metadata", "score", "gate_risk", "action", "lifecycle", "created_at")
 
 
 def create_mcp_server(memory: Any, principal: str, *, name: str = "memgate",
@@ -92,13 +92,16 @@ def create_mcp_server(memory: Any, principal: str, *, name: str = "memgate",
     @server.tool(structured_output=True)
     def search_memory(query: str, limit: int = 5, filters: Optional[dict[str, Any]] = None,
                       intent: str = "current_state") -> dict[str, Any]:
-        """The user's memories most relevant to ``query``, best first, each with its ``kind``
-        and an allowed action; ``forgotten_relevant`` is true when the user asked to forget
+        """The user's memories most relevant to ``query``, best first, each with its ``kind``,
+        an allowed action and ``gate_risk`` (the learned gate's risk estimate in (0, 1), or null
+        when the gate gives none); ``dropped`` counts memories the gate held back as risky;
+        ``forgotten_relevant`` is true when the user asked to forget
         something relevant (the forgotten detail itself is gone). ``intent``: current_state
         (default), history or unknown; ``filters``: metadata filters."""
         def run() -> dict[str, Any]:
             hits = memory.search(query, user_id=user, limit=limit, filters=filters, intent=intent)
             return {"query_id": hits["query_id"], "forgotten_relevant": hits["forgotten_relevant"],
+                    "dropped": hits["dropped"],  # a count: the agent gets no dropped ids
                     "results": [{k: h[k] for k in RESULT_FIELDS} for h in hits["results"]]}
         return guarded(run)
 

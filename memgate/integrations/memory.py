@@ -19,7 +19,8 @@ Underneath is the full :class:`memgate.retriever.GatedRetriever` (``Memory.retri
   them carries them, and a call that passes them (search, get_all, delete_all) sees only the
   user's memories that carry the same values;
 - ``search`` returns ``{"results": [...], "forgotten_relevant": bool, "query_id", "route",
-  "excluded"}`` (Mem0's shape and the HTTP API's); query ids are minted per search, for
+  "excluded", "dropped", "dropped_ids"}`` (Mem0's shape and the HTTP API's; each hit carries
+  ``gate_risk``, :mod:`memgate.integrations.hits`); query ids are minted per search, for
   ``report_exposed``; its default intent is ``current_state`` (a superseded memory is left out
   for the memory that superseded it; ``intent="history"`` asks for the history);
 - ``metadata`` is a free-form JSON object stored with the memory (``Memory.attributes`` of the
@@ -65,6 +66,7 @@ from memgate.contract.ids import check_id, derived_id
 from memgate.contract.records import QueryContext
 from memgate.integrations.catalog import Catalog
 from memgate.integrations.filters import check_filters
+from memgate.integrations.hits import drop_summary, hit_view
 from memgate.integrations.home import default_store_dir
 from memgate.integrations.messages import user_turns
 from memgate.integrations.opening import DEFAULT_POLICY_TAG, open_retriever, open_store
@@ -80,16 +82,19 @@ OUTPUT_FORMATS = ("v1.1", "v1.0")  # v1.0: search returns the old list shape (on
 
 class SearchResults(dict[str, Any]):
     """One search: ``{"results": [hit, ...], "forgotten_relevant": bool, "query_id": str,
-    "route": str, "excluded": int}`` (hits best first; ``excluded``: memories left out by the
-    metadata rules; ``forgotten_relevant``: a forget directive would have ranked within the
-    limit). The keys are also attributes (``.results``, ``.query_id``, ...). Indexing it with a
+    "route": str, "excluded": int, "dropped": int, "dropped_ids": [str]}`` (hits best first,
+    each with ``gate_risk``: :mod:`memgate.integrations.hits`; ``excluded``: memories left out by
+    the metadata rules; ``forgotten_relevant``: a forget directive would have ranked within the
+    limit; ``dropped`` / ``dropped_ids``: the user's memories the learned gate dropped). The keys are also attributes (``.results``, ``.query_id``, ...). Indexing it with a
     number (``hits[0]``, the shape of 0.1) still reaches ``results``, with a DeprecationWarning,
     for one release."""
 
     def __init__(self, hits: Iterable[dict[str, Any]], query_id: str, excluded: int, route: str,
-                 forgotten_relevant: bool = False):
+                 forgotten_relevant: bool = False, dropped: int = 0,
+                 dropped_ids: Iterable[str] = ()):
         super().__init__(results=list(hits), forgotten_relevant=bool(forgotten_relevant),
-                         query_id=query_id, route=route, excluded=int(excluded))
+                         query_id=query_id, route=route, excluded=int(excluded),
+                         dropped=int(dropped), dropped_ids=list(dropped_ids))
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -108,12 +113,14 @@ class SearchResults(dict[str, Any]):
 
 class LegacySearchResults(list[Any]):
     """The shape of 0.1 (``output_format="v1.0"``, one release): a list of hits with
-    ``query_id``, ``excluded``, ``route`` and ``forgotten_relevant`` attributes."""
+    ``query_id``, ``excluded``, ``route``, ``forgotten_relevant``, ``dropped`` and
+    ``dropped_ids`` attributes."""
 
     def __init__(self, found: SearchResults):
         super().__init__(found["results"])
         self.query_id, self.excluded, self.route = found["query_id"], found["excluded"], found["route"]
         self.forgotten_relevant = found["forgotten_relevant"]
+        self.dropped, self.dropped_ids = found["dropped"], found["dropped_ids"]
 
 
 def check_user_id(user_id: Any) -> str:
@@ -470,16 +477,10 @@ class Memory:
                                              proposed_action=proposed_action, risk=risk,
                                              only_ids=None if only is None else [*only, *apart],
                                              set_apart=apart)
-            hits = []
-            for item in result.items:
-                hit = record_view(item.memory, user_id)
-                hit.update(lifecycle=item.lifecycle, score=item.score, cosine=item.cosine,
-                           gate_score=item.gate_score, action=item.action,
-                           action_reasons=list(item.action_binding),
-                           unresolved=list(item.unresolved), needs_review=item.needs_review)
-                hits.append(hit)
+            hits = [hit_view(item, lambda r: record_view(r, user_id)) for item in result.items]
             found = SearchResults(hits, query_id, sum(result.excluded_counts.values()), result.route,
-                                  forgotten_relevant=bool(result.set_apart))
+                                  forgotten_relevant=bool(result.set_apart),
+                                  **drop_summary(result, readable=lambda n: n == ns))
             return LegacySearchResults(found) if self.output_format == "v1.0" else found
 
     def get(self, memory_id: str, *, user_id: Optional[str] = None) -> Optional[dict[str, Any]]:

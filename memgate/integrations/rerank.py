@@ -9,10 +9,12 @@ and returns them best first.
 
 ``candidates`` are texts, mappings holding a text (``text``, ``memory``, ``content`` or
 ``page_content``), or a ``(N, d)`` array of unit vectors from the gate's encoder (then ``query``
-may be a vector too). Each result is ``{"index", "score", "cosine", "suppression"}``; a
-checkpoint's calibrated drop threshold (``drop_threshold="checkpoint"``, as in the retriever)
-leaves out the candidates whose suppression ``cos - S`` reaches it (``keep_dropped=True`` keeps
-them, flagged ``"dropped": True``, after the others).
+may be a vector too). Each result is ``{"index", "score", "cosine", "suppression", "gate_risk"}``
+(``gate_risk``: the gate's calibrated risk sigmoid(r), None for a gate of score form ``mask``, the
+released one, or no gate); a checkpoint's calibrated drop rule (``drop_threshold="checkpoint"``,
+as in the retriever) leaves out the candidates whose suppression ``cos - S`` reaches its threshold
+(``mask``) or whose ``gate_risk`` reaches its ``risk_drop`` (``mask_risk``; a number given is read
+on the same scale); ``keep_dropped=True`` keeps them, flagged ``"dropped": True``, after the others.
 
 This is the gate only: no namespace support, no Kleene exclusion, no allowed actions. Those need
 trusted metadata, which an outside retriever's hits do not carry: use ``memgate.Memory`` or
@@ -31,6 +33,7 @@ import numpy as np
 from memgate.integrations.gate_default import gate_default, released_gate_dir
 from memgate.integrations.opening import default_encoder, say_once
 from memgate.model.gate_config import check_encoder
+from memgate.model.risk_thresholds import risk_thresholds_of
 
 TEXT_KEYS = ("text", "memory", "content", "page_content")
 
@@ -138,23 +141,28 @@ def rerank(query: Any, candidates: Any, *, gate: Any = "released", encoder: Any 
     if len(V) == 0:
         return []
     cos = V.astype(np.float64) @ q.astype(np.float64)
+    risk: Optional[np.ndarray] = None
     if model is None:  # no learned gate: the cosine order, nothing dropped
         scores, threshold = cos.copy(), None
     else:
         import torch  # loaded with the gate
 
         with torch.no_grad():
-            scores = model.score(torch.from_numpy(q), torch.from_numpy(np.ascontiguousarray(V))).numpy()
+            scored = model.score_with_risk(torch.from_numpy(q), torch.from_numpy(np.ascontiguousarray(V)))
+        scores = scored.score.numpy()
+        risk = None if scored.risk is None else scored.risk.numpy().astype(np.float64)
         threshold = drop_threshold
-        if threshold == "checkpoint":
-            threshold = (model.export_info.get("calibration") or {}).get("threshold")
+        if threshold == "checkpoint":  # the retriever's rule: risk_drop for mask_risk, else cos - S
+            threshold = (risk_thresholds_of(model.export_info)[1] if risk is not None
+                         else (model.export_info.get("calibration") or {}).get("threshold"))
     suppression = cos - scores.astype(np.float64)
+    measure = suppression if risk is None else risk
     order = sorted(range(len(V)), key=lambda i: (-float(scores[i]), i))
     kept, dropped = [], []
     for i in order:
         row = {"index": i, "score": float(scores[i]), "cosine": float(cos[i]),
-               "suppression": float(suppression[i])}
-        if threshold is not None and suppression[i] >= float(threshold):
+               "suppression": float(suppression[i]), "gate_risk": None if risk is None else float(risk[i])}
+        if threshold is not None and measure[i] >= float(threshold):
             row["dropped"] = True
             dropped.append(row)
         else:

@@ -120,7 +120,8 @@ def guard_lines(info: dict) -> list[str]:
         lines.append(f"- real-data selection guards: {info['guards']}")
     if info.get("calibration_note"):
         lines.append(f"- drop-threshold calibration: {info['calibration_note']}")
-    return lines + drop_threshold_lines(info.get("calibration")) + risk_scale_lines(info.get("risk_scale")) + [""]
+    return (lines + drop_threshold_lines(info.get("calibration")) + risk_scale_lines(info.get("risk_scale"))
+            + risk_threshold_lines(info.get("risk_thresholds")) + [""])
 
 
 def identity_lines(gate_cfg: dict, info: dict) -> list[str]:
@@ -229,6 +230,20 @@ def risk_scale_lines(record: Optional[dict]) -> list[str]:
             f"select parts" + (f"; tried {tried}" if tried else "") + ")"
             + (f"; {record['note']}" if record.get("note") else "")]
 
+
+
+def risk_threshold_lines(record: Optional[dict]) -> list[str]:
+    """``risk_warn`` / ``risk_drop`` of a mask_risk gate (memgate.model.risk_thresholds)."""
+    if not record:
+        return []
+
+    def fmt(t: Optional[float]) -> str:
+        return "none" if t is None else f"{t:.6f}"
+    return [f"- risk thresholds on sigmoid(r) (`gate_risk`): risk_warn {fmt(record.get('risk_warn'))} "
+            f"(an agent surface's hit at or above it is at most `warn`, `verify_first` in `strict`; flags "
+            f"{record.get('flagged', 0.0):.2%} of {record.get('n')} benign select pairs), risk_drop "
+            f"{fmt(record.get('risk_drop'))} (the default route drops a hit at or above it; drops at most "
+            f"{record.get('dropped', 0.0):.2%} of any benign set)" + (f"; {record['note']}" if record.get("note") else "")]
 
 def risk_calibration_lines(calibration: Optional[dict], plot: bool) -> list[str]:
     """The card's risk-calibration section: ECE of sigmoid(r) per select set and pooled."""

@@ -64,6 +64,14 @@ EXPORT_NUMBERS: dict[str, Rule] = {
     "risk_scale.calibrated": ("number", 0.0, None, False),
     "risk_scale.multiplier": ("number", 0.0, None, False),
     "risk_calibration.pooled.ece": _UNIT,
+    # the risk thresholds on sigmoid(r) (memgate.model.risk_thresholds); null = none
+    "risk_thresholds.risk_warn": _UNIT,
+    "risk_thresholds.risk_drop": _UNIT,
+    "risk_thresholds.max_flagged": _UNIT,
+    "risk_thresholds.max_dropped": _UNIT,
+    "risk_thresholds.flagged": _UNIT,
+    "risk_thresholds.dropped": _UNIT,
+    "risk_thresholds.n": ("int", 0, None, False),
     **{f"selection.{k}": v for k, v in _SELECTION.items()},
     **{f"selection_history.*.{k}": v for k, v in _SELECTION.items()},
 }

@@ -176,7 +176,19 @@ class GatedRetriever:
 
     @property
     def drop_threshold(self) -> Optional[float]:
-        return self.gates.drop_threshold  # known from the checkpoint's config before its weights load
+        """The gate's drop threshold, on the scale of :attr:`drop_rule` (known from the
+        checkpoint's config before its weights load)."""
+        return self.gates.drop_threshold
+
+    @property
+    def drop_rule(self) -> str:
+        """``"suppression"`` (score form mask: ``cos - S``) or ``"risk"`` (mask_risk: ``gate_risk``)."""
+        return self.gates.drop_rule
+
+    @property
+    def risk_warn(self) -> Optional[float]:
+        """The checkpoint's ``risk_warn`` (mask_risk), else None: the allowed-action cap's threshold."""
+        return self.gates.risk_warn
 
     def warm_up(self, *, encoder: bool = True, gate: bool = True) -> None:
         """Load the encoder's model (one short text embedded, never cached) and the gate now;

@@ -214,7 +214,8 @@ def _diagnostics(s_pos, s_negs, r_pos, r_negs, g_pos, g_negs, v_pos, chosen, rej
         "reward_margin": mean_valid(chosen.unsqueeze(1) - rejected),
         "g_pos_mean": float(g_pos.mean()),
         "g_neg_mean": mean_valid(g_neg_per),
-        "cos_v_vg_pos": float(health.mean()),
+        # (a float32 cosine of near-parallel vectors can round past 1; config.json holds it to [-1, 1])
+        "cos_v_vg_pos": min(1.0, max(-1.0, float(health.mean()))),
     }
 
 

@@ -16,10 +16,12 @@ its calibrated ``a``; training itself always runs at the learned one (factor 1).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Optional
 
-from memgate.eval.calibration_risk import LabelledSet, risk_calibration
+import numpy as np
+
+from memgate.eval.calibration_risk import LabelledSet, calibrate_risk_thresholds, risk_calibration
 from memgate.model.gate import MemGate
 
 GuardFn = Callable[[MemGate], dict[str, Any]]
@@ -67,17 +69,22 @@ def calibrate_risk_scale(gate: MemGate, guard: GuardFn, grid: Sequence[float]) -
     return results[chosen], record
 
 
-def risk_export_info(gate: MemGate, selected: dict[str, Any], sets: dict[str, LabelledSet]) -> dict[str, Any]:
+def risk_export_info(gate: MemGate, selected: dict[str, Any], sets: dict[str, LabelledSet],
+                     benign: Optional[Mapping[str, tuple[np.ndarray, np.ndarray]]] = None) -> dict[str, Any]:
     """The export record of a gate with a risk head: ``risk_scale`` (the selected point's
-    calibration, or the learned a when no guard ran) and ``risk_calibration`` (ECE and reliability
-    of sigmoid(r) on ``sets``, select parts). Empty for a gate without one."""
+    calibration, or the learned a when no guard ran), ``risk_calibration`` (ECE and reliability
+    of sigmoid(r) on ``sets``, select parts) and, given the benign select pairs (``benign``,
+    ``SelectionGuards.benign_anchor_sets``), ``risk_thresholds`` (``risk_warn`` / ``risk_drop``,
+    :func:`memgate.eval.calibration_risk.calibrate_risk_thresholds`; without them the checkpoint
+    records none: no warn and no drop from risk). Empty for a gate without one."""
     if not gate.has_risk:
         return {}
+    thresholds = {} if not benign else {"risk_thresholds": calibrate_risk_thresholds(gate, benign)}
     scale = float(gate.risk_scale().detach())
     record = selected.get("risk_scale") or {
         "learned": scale, "multiplier": 1.0, "calibrated": scale, "passed": None, "grid": [1.0], "tried": [],
         "note": "no selection guard ran: the learned a, uncalibrated"}
-    return {"risk_scale": record, "risk_calibration": risk_calibration(gate, sets)}
+    return {"risk_scale": record, "risk_calibration": risk_calibration(gate, sets), **thresholds}
 
 
 __all__ = ["calibrate_risk_scale", "failed_guards", "risk_export_info"]

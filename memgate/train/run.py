@@ -396,7 +396,7 @@ def train(
     calibration = calibrate_gate(gate, data_dir, encoder, meta["data_hash"], anchors)
     risk_sets = guard.risk_label_sets() if hasattr(guard, "risk_label_sets") else {}
     export_info = {
-        **risk_export_info(gate, selection.best or {}, risk_sets),
+        **risk_export_info(gate, selection.best or {}, risk_sets, anchors),
         "calibration": calibration.to_dict(),
         "encoder": identity,
         "data_hash": meta["data_hash"],

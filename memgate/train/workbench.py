@@ -214,7 +214,8 @@ def train_on_triples(
     warnings = warnings + monitor.warnings
     export_info = {
         **risk_export_info(gate, selection.best or {},
-                           guard.risk_label_sets() if hasattr(guard, "risk_label_sets") else {}),
+                           guard.risk_label_sets() if hasattr(guard, "risk_label_sets") else {},
+                           guard.benign_anchor_sets() if hasattr(guard, "benign_anchor_sets") else None),
         "calibration": calibration,
         "calibration_note": calibration_note,
         "encoder": identity,

@@ -392,8 +392,8 @@ def test_risk_adjusted_only_relaxes_low_risk_settled_items():
 
 def test_version_string_in_results_and_audit_entries(tmp_path):
     decision = decide_action(_memory(), ActionQuery(), "strict")
-    assert decision.policy_version == POLICY.version == "actions-v2"
-    assert decision.to_dict()["policy_version"] == "actions-v2"
+    assert decision.policy_version == POLICY.version == "actions-v3"
+    assert decision.to_dict()["policy_version"] == "actions-v3"
     assert decision.to_dict()["preset"] == "strict"
     custom = yaml.safe_load(DEFAULT_POLICY_PATH.read_text(encoding="utf-8"))
     custom["version"] = "actions-test"
@@ -403,13 +403,13 @@ def test_version_string_in_results_and_audit_entries(tmp_path):
     )
     assert actions_command.main(["--out", str(tmp_path)]) == 0
     results = json.loads((tmp_path / "results.json").read_text())
-    assert results["policy_version"] == "actions-v2"
+    assert results["policy_version"] == "actions-v3"
     assert all(
-        d["policy_version"] == "actions-v2"
+        d["policy_version"] == "actions-v3"
         for r in results["presets"].values()
         for d in r["decisions"]
     )
-    assert "actions-v2" in (tmp_path / "report.md").read_text()
+    assert "actions-v3" in (tmp_path / "report.md").read_text()
     assert (tmp_path / "tradeoff.png").stat().st_size > 0
 
 
@@ -594,3 +594,26 @@ def test_a_bad_policy_file_names_the_field_and_its_line(tmp_path):
     bad.write_text(text + "\nextra_rules: {}\n")
     with pytest.raises(ActionPolicyError, match=rf"policy.yaml:{len(lines) + 2}: unknown config key\(s\): extra_rules"):
         load_policy(bad)
+
+
+@pytest.mark.parametrize("preset,cap", [("strict", "verify_first"), ("balanced", "warn"),
+                                        ("balanced_risk_adjusted", "warn"), ("agent_default", "warn")])
+def test_a_memory_the_gate_flags_is_at_most_warn_and_verify_first_in_strict(preset, cap):
+    """actions-v3: gate_risk >= gate_risk_warn caps a settled, well-supported memory (which
+    answers otherwise); below the threshold, or with no threshold, nothing changes."""
+    settled = {"memory_id": "m", "lifecycle_state": "current", "epistemic_status": "verified",
+               "source_type": "source_document", "risk": "low", "evidence_strength": 0.97}
+    query = ActionQuery(intent="current_state")
+    assert decide_action(settled, query, preset).action == "answer"
+    flagged = decide_action({**settled, "gate_risk": 0.71, "gate_risk_warn": 0.71}, query, preset)  # >=
+    assert flagged.action == cap and flagged.binding == ("gate_risk_flagged",)
+    for below in ({"gate_risk": 0.70, "gate_risk_warn": 0.71}, {"gate_risk": 0.99, "gate_risk_warn": None},
+                  {"gate_risk": None, "gate_risk_warn": 0.1}):
+        assert decide_action({**settled, **below}, query, preset).action == "answer"
+    blocked = {**settled, "source_type": "correction", "forbids": ["x"], "gate_risk": 0.9, "gate_risk_warn": 0.5}
+    assert decide_action(blocked, ActionQuery(intent="current_state", asks="action", proposed_action="x"),
+                         preset).action == "block"  # a cap only ever makes it stricter
+    with pytest.raises(ActionPolicyError, match="gate_risk"):
+        decide_action({**settled, "gate_risk": 1.5}, query, preset)
+    with pytest.raises(ActionPolicyError, match="gate_risk_warn"):
+        decide_action({**settled, "gate_risk": 0.5, "gate_risk_warn": True}, query, preset)

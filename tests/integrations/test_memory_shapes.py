@@ -23,7 +23,7 @@ def test_search_is_current_state_by_default_and_history_on_request(mem):
     berlin = mem.add("I live in Berlin.", user_id="alice")
     lisbon = mem.add("I moved to Lisbon.", user_id="alice", supersedes=[berlin["id"]])
     found = mem.search("Where do I live?", user_id="alice")
-    assert set(found) == {"results", "forgotten_relevant", "query_id", "route", "excluded"}
+    assert set(found) == {"results", "forgotten_relevant", "query_id", "route", "excluded", "dropped", "dropped_ids"}
     assert [h["id"] for h in found["results"]] == [lisbon["id"]] and found["excluded"] == 1
     assert found["results"][0]["action"] == "answer"  # user-stated, low risk (agent_default)
     assert found["results"][0]["action_reasons"] == []  # nothing caps it (before: epistemic_missing, ...)

@@ -24,7 +24,7 @@ class TrailStep:
 
 
 _VERSION_KEYS = ("gate_version", "policy_version", "action_policy_version")
-_RANK_KEYS = ("rank", "score", "cosine", "gate_score", "lifecycle", "action", "unresolved")
+_RANK_KEYS = ("rank", "score", "cosine", "gate_score", "gate_risk", "lifecycle", "action", "unresolved")
 
 
 def _compact(d: Mapping[str, Any], keys: Iterable[str]) -> dict[str, Any]:
@@ -108,7 +108,7 @@ def _trail(events: Iterable[Mapping[str, Any]], memory_id: str, scope: _Scope) -
             for item in e.get("dropped", ()):
                 if item["memory_id"] == memory_id and scope.item(_item_namespace(item, spaces)):
                     steps.append(TrailStep("dropped", e["ts"], {
-                        **who, **_compact(item, ("namespace", "reason", "suppression", "threshold")),
+                        **who, **_compact(item, ("namespace", "reason", "suppression", "threshold", "gate_risk")),
                         **versions}, qid))
         elif kind == "exposed" and memory_id in e.get("memory_ids", ()):
             # an exposure names ids of its query's retrieval: their namespaces are the ranks'

@@ -48,9 +48,11 @@ class AllowedActions:
         except _actions.ActionPolicyError as exc:
             raise ValueError(f"memory {memory.memory_id!r}: {exc}") from None
 
-    def decide(self, items: list[RetrievedItem], request: Any) -> list[RetrievedItem]:
+    def decide(self, items: list[RetrievedItem], request: Any,
+               risk_warn: Optional[float] = None) -> list[RetrievedItem]:
         """Allowed actions (memgate.actions) for the returned memories, with the lifecycle
-        resolved for this query and contradictions among them."""
+        resolved for this query and contradictions among them; an item whose ``gate_risk`` reaches
+        ``risk_warn`` (the gate's, None: none) gets the preset's ``gate_risk_flagged`` cap."""
         if request is None or not items or _actions is None:
             return items  # hook: without memgate.actions, items carry action=None
         # conflicts_with ids resolve among the exposed memories; when one id names records of
@@ -64,6 +66,8 @@ class AllowedActions:
             for it in group:
                 row = it.memory.action_fields()
                 row["lifecycle_state"] = it.lifecycle
+                if it.gate_risk is not None and risk_warn is not None:
+                    row["gate_risk"], row["gate_risk_warn"] = min(1.0, max(0.0, it.gate_risk)), risk_warn
                 rows.append(row)
             decisions = _actions.decide_actions(rows, request, self.config.action_preset, self.policy)
             decided.update(((it.namespace, it.memory_id), d) for it, d in zip(group, decisions))

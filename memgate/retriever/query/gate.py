@@ -3,9 +3,16 @@ checkpoint directory whose ``config.json`` is read at once (a missing checkpoint
 another encoder is refused when the retriever opens) and whose weights load at the first score
 (or ``warm_up``): opening a store to list, read or forget imports no torch and reads no weights.
 
-Also here: the gate's version (``<checkpoint>@<fingerprint>``), its calibrated drop threshold
-(known from the checkpoint's config before its weights load), the fused scorer the ranking step
-runs (:func:`memgate.model.scoring.fast_gate_scorer`) and the retriever's route name.
+Also here: the gate's version (``<checkpoint>@<fingerprint>``), its calibrated drop rule (known
+from the checkpoint's config before its weights load), the fused scorer the ranking step runs
+(:func:`memgate.model.scoring.fast_gate_scorer`) and the retriever's route name.
+
+The drop rule depends on the gate's score form (issue 44 item 7): ``mask`` drops a re-scored
+candidate whose suppression ``cos - S`` reaches the checkpoint's ``export.calibration.threshold``
+(``drop_rule == "suppression"``); ``mask_risk`` drops one whose calibrated risk ``sigmoid(r)``
+(``gate_risk``) reaches the checkpoint's ``risk_drop`` (``drop_rule == "risk"``;
+:mod:`memgate.model.risk_thresholds`), and its ``risk_warn`` caps the allowed action. A number
+given as ``RetrieverConfig.drop_threshold`` is read on the same scale as the gate's rule.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from memgate.model.gate_config import check_encoder, read_checkpoint_config
+from memgate.model.risk_thresholds import risk_thresholds_of
 from memgate.retriever.config import RetrieverConfig
 from memgate.retriever.errors import EncoderMismatchError
 
@@ -45,6 +53,9 @@ class RetrieverGate:
         self.scorer: Optional[FusedGateScorer | OnnxGateScorer] = None
         self.pending: Optional[Path] = None  # a checkpoint directory not loaded yet
         self.drop_threshold: Optional[float] = None  # known from the checkpoint's config
+        self.drop_rule = "suppression"  # "risk" for a gate with a risk head (module docstring)
+        self.has_risk = False  # the score form carries a risk head (mask_risk): gate_risk is known
+        self.risk_warn: Optional[float] = None  # the checkpoint's risk_warn (mask_risk only)
         self.on_install: Callable[[], None] = lambda: None
         self._version: Optional[str] = None
         self._lock = threading.Lock()
@@ -57,7 +68,7 @@ class RetrieverGate:
             except ValueError as exc:
                 raise EncoderMismatchError(str(exc)) from None
             self.pending = directory
-            self.drop_threshold = self._threshold_of(export)
+            self._rule_of(gate_config.score_form == "mask_risk", export)
         elif gate is not None:
             self._install(gate, version=None)
 
@@ -78,11 +89,16 @@ class RetrieverGate:
         self.ensure()
         return self._version
 
-    def _threshold_of(self, export: dict[str, Any]) -> Optional[float]:
+    def _rule_of(self, has_risk: bool, export: dict[str, Any]) -> None:
+        """The drop rule, its threshold and ``risk_warn`` of a gate (module docstring)."""
+        self.has_risk = has_risk
+        self.drop_rule = "risk" if has_risk else "suppression"
+        warn, risk_drop = risk_thresholds_of(export)
+        self.risk_warn = warn if has_risk else None
         t = self.config.drop_threshold
         if t == "checkpoint":
-            t = (export.get("calibration") or {}).get("threshold")
-        return None if t is None else float(t)
+            t = risk_drop if has_risk else (export.get("calibration") or {}).get("threshold")
+        self.drop_threshold = None if t is None else float(t)
 
     def ensure(self) -> None:
         """Load a pending checkpoint now (once, whichever thread asks first)."""
@@ -113,7 +129,7 @@ class RetrieverGate:
         self._version = version
         self.loaded = gate.eval()
         self.scorer = fast_gate_scorer(self.loaded) if self.config.precompute else None
-        self.drop_threshold = self._threshold_of(gate.export_info)
+        self._rule_of(bool(self.loaded.has_risk), gate.export_info)
         self.on_install()
 
 

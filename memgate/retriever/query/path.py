@@ -146,7 +146,7 @@ class QueryPath:
         clock.lap("rank_ms")
         items = self._items(ranking, verdicts, readable)
         clock.lap("fetch_ms")
-        items = self.actions.decide(items, action_query)
+        items = self.actions.decide(items, action_query, self.gate.risk_warn)
         clock.lap("actions_ms")
         excluded, counts = self.exclusion.exclusions(verdicts, ranking, readable, self.ranking.search)
         clock.lap("exclusions_ms")
@@ -211,12 +211,14 @@ class QueryPath:
             resolved, a, _, unresolved = verdicts.info[int(idx.sig[p])]
             g = ranking.gate_scores.get(p)
             cos = ranking.cos_of[p]
+            gate_risk = ranking.gate_risks.get(p)
             items.append(RetrievedItem(
                 memory_id=record.memory_id, rank=len(items) + 1, text=record.text,
                 namespace=record.namespace, score=cos if g is None else g, cosine=cos,
                 gate_score=g, lifecycle=resolved, admissible=a,
                 unresolved=unresolved if a is None else (), needs_review=record.needs_review,
                 review_reasons=record.review_reasons, action=None, action_binding=(), memory=record,
+                gate_risk=gate_risk,
             ))
         return items
 

@@ -1,11 +1,11 @@
 """Ranking: the store's filtered top ``max(k, rerank_depth)`` (exclusions applied before
 truncation), exact cosines, then the gate's re-scoring of the cosine's top ``rerank_depth`` with
-calibrated drops."""
+calibrated drops (the gate's drop rule: :mod:`memgate.retriever.query.gate`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional, cast
 
 import numpy as np
@@ -31,6 +31,8 @@ class Ranking:
     # the namespace-only (unfiltered) top ``log_depth`` as index positions, when the store
     # served it with the filtered search (EmbeddedStore.search_slots); else the audit searches
     unfiltered: Optional[np.ndarray] = None
+    # position -> the gate's calibrated risk sigmoid(r) (the re-scored head; mask_risk only)
+    gate_risks: dict[int, float] = field(default_factory=dict)
 
 
 
@@ -152,20 +154,27 @@ class GatedRanking:
             scorer, vpart = self.gate.scorer, self.index.vpart
             if scorer is not None:  # write-time split, fused
                 assert vpart is not None  # (filled for every indexed record once the gate loaded)
-                s = scorer.score(torch.from_numpy(q), torch.from_numpy(V),
-                                 torch.from_numpy(vpart[g_slots])).numpy()
+                scored = scorer.score_with_risk(torch.from_numpy(q), torch.from_numpy(V),
+                                                torch.from_numpy(vpart[g_slots]))
             else:
                 assert self.gate.loaded is not None
-                s = self.gate.loaded.score(q, V).numpy()
-        s = s.astype(np.float64)
+                scored = self.gate.loaded.score_with_risk(q, V)
+        s = scored.score.numpy().astype(np.float64)
+        risk = None if scored.risk is None else scored.risk.numpy().astype(np.float64)
         keep_g = np.ones(len(g_pos), dtype=bool)
         threshold = self.gate.drop_threshold
         if threshold is not None:
             suppression = g_cos - s
-            keep_g = suppression < threshold
+            by_risk = self.gate.drop_rule == "risk"
+            assert risk is not None or not by_risk  # (the risk rule is a risk head's)
+            keep_g = risk < threshold if risk is not None and by_risk else suppression < threshold
             ranking.dropped.extend(
-                GateDrop(idx.ids[p], float(sup), threshold, idx.namespaces[p])
-                for p, sup, kept in zip(g_pos.tolist(), suppression, keep_g) if not kept)
+                GateDrop(idx.ids[p], float(suppression[i]), threshold, idx.namespaces[p],
+                         rule="risk" if by_risk else "suppression",
+                         gate_risk=None if risk is None else float(risk[i]))
+                for i, p in enumerate(g_pos.tolist()) if not keep_g[i])
+        if risk is not None:
+            ranking.gate_risks.update(zip(g_pos.tolist(), risk.tolist()))
         ranking.gate_scores.update(zip(g_pos.tolist(), s.tolist()))
         by_gate, _ = self.top(g_pos[keep_g], s[keep_g], len(g_pos))
         ranking.final = np.concatenate([by_gate, head[d:]])[:k]

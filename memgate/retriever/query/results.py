@@ -28,12 +28,16 @@ class RetrievedItem:
     action: Optional[str]
     action_binding: tuple[str, ...]
     memory: StoredMemory
+    # the gate's calibrated risk sigmoid(r) of this memory for the query: None without a gate, for
+    # an item the gate did not re-score, or for a score form without a risk head (mask)
+    gate_risk: Optional[float] = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "memory_id": self.memory_id, "namespace": self.namespace, "rank": self.rank,
             "score": self.score,
-            "cosine": self.cosine, "gate_score": self.gate_score, "lifecycle": self.lifecycle,
+            "cosine": self.cosine, "gate_score": self.gate_score, "gate_risk": self.gate_risk,
+            "lifecycle": self.lifecycle,
             "admissible": self.admissible, "unresolved": list(self.unresolved),
             "needs_review": self.needs_review, "action": self.action,
             "action_binding": list(self.action_binding),
@@ -55,10 +59,16 @@ class Exclusion:
 
 @dataclass(frozen=True)
 class GateDrop:
+    """A re-scored candidate the gate dropped: by ``rule`` ``"suppression"`` (score form mask:
+    ``suppression = cos - S >= threshold``) or ``"risk"`` (mask_risk: ``gate_risk >= threshold``,
+    the checkpoint's ``risk_drop``; ``suppression`` is then ``cos - S'``, for the record)."""
+
     memory_id: str
     suppression: float
     threshold: float
     namespace: Optional[str] = None
+    rule: str = "suppression"
+    gate_risk: Optional[float] = None
 
 
 @dataclass(frozen=True)
@@ -100,6 +110,7 @@ class RetrievalResult:
             if it.needs_review:
                 flags.append("needs_review")
             gate = "" if it.gate_score is None else f" gate={it.gate_score:.3f}"
+            gate += "" if it.gate_risk is None else f" risk={it.gate_risk:.3f}"
             action = "" if it.action is None else f" action={it.action}"
             binding = f" ({','.join(it.action_binding)})" if it.action_binding else ""
             lines.append(
@@ -114,6 +125,8 @@ class RetrievalResult:
             )
         for d in self.dropped:
             lines.append(
+                f"  dropped  {d.memory_id:<12} gate risk {d.gate_risk:.3f} >= {d.threshold:.3f}"
+                if d.rule == "risk" and d.gate_risk is not None else
                 f"  dropped  {d.memory_id:<12} gate suppression {d.suppression:.3f} >= {d.threshold:.3f}")
         return "\n".join(lines)
 
