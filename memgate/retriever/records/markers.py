@@ -1,0 +1,76 @@
+"""Markers derived at forget time: the secret-shaped parts of a text being forgotten, so that
+forgetting "Alice's passport number is X99812345" also refuses a later "X99812345" on its own.
+
+:func:`derived_markers` reads the text (and its decoded / displayed readings,
+:mod:`memgate.contract.text_views`) *before* it is erased; the markers become suppression
+entries of kind ``marker`` (keyed hashes, like a caller's markers: never stored as text) and
+are matched inside any later field (:mod:`memgate.retriever.records.suppression`). What counts
+as secret-shaped, after the normalisation of :mod:`memgate.contract.text_normal`:
+
+- an identifier that mixes letters and digits, at least :data:`MIN_IDENTIFIER` characters
+  (``X99812345``, ``AB12CD``; hyphens and underscores inside it allowed);
+- a run of at least :data:`MIN_DIGITS` digits, except a year 1900-2099 (so forgetting "In 2024
+  I moved" does not refuse every later "2024"; a PIN that reads as a year is a documented miss);
+- an e-mail address;
+- a phone or card number: digit groups joined by spaces, dots, hyphens or parentheses, 7 to 19
+  digits in all, not shaped like a date (``2024-06-01``, ``01/06/2024``).
+
+Forget directives written before markers were derived keep what they had: entries of the text
+(and the caller's markers) only; the text is gone, so nothing can be derived from it later.
+"""
+
+from __future__ import annotations
+
+import re
+
+from memgate.contract.text_normal import fold, tokens_v2
+from memgate.contract.text_views import matching_views
+
+MIN_IDENTIFIER = 6
+MIN_DIGITS = 4
+YEARS = range(1900, 2100)
+PHONE_DIGITS = (7, 19)
+_IDENTIFIER = re.compile(r"[^\W_]+(?:[-_][^\W_]+)*")
+_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
+_PHONE = re.compile(r"\+?\(?\d+\)?(?:[ .\-]?\(?\d+\)?)+")
+_DATE = re.compile(r"\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}[-/.]\d{1,2}[-/.]\d{2,4}")
+
+
+def _identifiers(folded: str) -> list[str]:
+    out = []
+    for chunk in _IDENTIFIER.findall(folded):
+        chars = chunk.replace("-", "").replace("_", "")
+        if (len(chars) >= MIN_IDENTIFIER and any(c.isdigit() for c in chars)
+                and any(c.isalpha() for c in chars)):
+            out.append(chunk)
+    return out
+
+
+def _digit_runs(text: str) -> list[str]:
+    return [t for t in tokens_v2(text)
+            if t.isdigit() and len(t) >= MIN_DIGITS and not (len(t) == 4 and int(t) in YEARS)]
+
+
+def _phones(folded: str) -> list[str]:
+    out = []
+    for match in _PHONE.finditer(folded):
+        shape = match.group(0).strip(" .-")
+        digits = re.sub(r"\D", "", shape)
+        if PHONE_DIGITS[0] <= len(digits) <= PHONE_DIGITS[1] and not _DATE.fullmatch(shape) \
+                and re.search(r"\d[ .\-()]+\d", shape):
+            out.append(digits)
+    return out
+
+
+def derived_markers(text: str | None) -> list[str]:
+    """The secret-shaped parts of ``text`` (module doc), each once, in order of appearance."""
+    if not text:
+        return []
+    found: list[str] = []
+    for view in matching_views(text):
+        folded = fold(view)
+        found += _EMAIL.findall(folded) + _identifiers(folded) + _phones(folded) + _digit_runs(view)
+    return list(dict.fromkeys(m.strip(".") for m in found if m.strip(".")))
+
+
+__all__ = ["MIN_DIGITS", "MIN_IDENTIFIER", "PHONE_DIGITS", "YEARS", "derived_markers"]
