@@ -11,7 +11,6 @@ import json
 import pytest
 
 from memgate import Memory
-from memgate.retriever.records.markers import derived_markers
 from tests.integrations.surfaces import PAIRS, Refused, open_surface, pair_ids
 from tests.retriever.store_helpers import HashEncoder
 
@@ -80,6 +79,7 @@ def test_the_mcp_sdk_client_is_refused_the_forgotten_pin(tmp_path):
 
 
 def test_derived_markers_are_the_secret_shaped_parts():
+    from memgate.retriever.records.markers import derived_markers
     assert derived_markers("Alice's passport number is X99812345") == ["x99812345", "99812345"]
     assert derived_markers("Alice's bank PIN is 3390") == ["3390"]
     assert derived_markers("In 2024 I moved to Porto, on 2024-06-01") == []  # years, dates

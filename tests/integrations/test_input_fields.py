@@ -11,12 +11,12 @@ from datetime import datetime, timezone
 import pytest
 
 from memgate import Memory
-from memgate.contract.dates import parse_timestamp
-from memgate.integrations.filters import MAX_FILTER_DEPTH
 from memgate.retriever import StoredMemory
+from memgate.retriever.records.memory import MAX_ATTRIBUTES_DEPTH
 from tests.retriever.store_helpers import IDENT, HashEncoder, make_store, vec
 
 KEY = "alice-key-0123456789"
+MAX_FILTER_DEPTH = MAX_ATTRIBUTES_DEPTH  # (memgate.integrations.filters.MAX_FILTER_DEPTH)
 
 
 def deep_filter(depth: int) -> dict:
@@ -34,6 +34,9 @@ def mem(tmp_path_factory):
 
 
 def test_parse_timestamp_is_timezone_aware_and_names_the_field():
+    from memgate.contract.dates import parse_timestamp
+    from memgate.integrations.filters import MAX_FILTER_DEPTH as cap
+    assert cap == MAX_FILTER_DEPTH
     assert parse_timestamp("2026-05-01", "valid_from") == datetime(2026, 5, 1, tzinfo=timezone.utc)
     assert parse_timestamp("2026-05-01T12:00:00Z", "x").tzinfo is not None
     assert parse_timestamp(datetime(2026, 5, 1), "x").tzinfo == timezone.utc
@@ -112,7 +115,8 @@ def test_http_errors_name_the_field_and_never_null(mem):
             (c.post("/memories", json={"text": "   "}), 400, "text"),
             (c.post("/memories", json={"text": "gym", "metadata": {"run_id": "r"}}), 400, "metadata.run_id"),
             (c.post("/memories", json={"text": "gym", "fields": {"observed_at": "whenever"}}), 400, "observed_at"),
-            (c.post("/memories", json={"text": "gym \ud800"}), 400, "text"),
+            (c.post("/memories", content=b'{"text": "gym \\ud800"}',
+                    headers={"Content-Type": "application/json"}), 422, "body.text"),  # (pydantic)
             (c.post("/memories/batch", json={"items": [{"text": "ok"}, {"text": " "}]}), 400, "items[1].text"),
             (c.post("/memories", json={"text": "ok", "memory_id": "a/b"}), 400, "memory_id"),
             (c.get("/no-such-path"), 404, "body"),
@@ -128,11 +132,16 @@ def test_mcp_names_filters_for_a_filter_nested_past_the_cap(mem):
 
     from memgate.integrations.mcp_server import create_mcp_server
 
+    server = create_mcp_server(mem, "alice")
+
     async def run():
-        async with Client(create_mcp_server(mem, "alice")) as client:
-            result = await client.call_tool("search_memory", {"query": "food", "filters": deep_filter(350)})
+        async with Client(server) as client:  # (the SDK's client serialises up to ~100 levels)
+            result = await client.call_tool("search_memory", {"query": "food", "filters": deep_filter(60)})
             assert result.is_error and "field 'filters' nests" in result.content[0].text
             result = await client.call_tool("add_memory", {"text": "gym", "metadata": {"agent_id": "x"}})
             assert result.is_error and "field 'metadata.agent_id'" in result.content[0].text
 
     asyncio.run(run())
+    from mcp.server.mcpserver.exceptions import ToolError  # the audit's 350 levels, called in process
+    with pytest.raises(ToolError, match="field 'filters' nests"):
+        asyncio.run(server.call_tool("search_memory", {"query": "food", "filters": deep_filter(350)}))

@@ -9,8 +9,10 @@ as secret-shaped, after the normalisation of :mod:`memgate.contract.text_normal`
 
 - an identifier that mixes letters and digits, at least :data:`MIN_IDENTIFIER` characters
   (``X99812345``, ``AB12CD``; hyphens and underscores inside it allowed);
-- a run of at least :data:`MIN_DIGITS` digits, except a year 1900-2099 (so forgetting "In 2024
-  I moved" does not refuse every later "2024"; a PIN that reads as a year is a documented miss);
+- a run of at least :data:`MIN_DIGITS` digits (digit groups joined by spaces, dots, hyphens or
+  underscores count as one run, as matching reads them: ``33 90`` is ``3390``), except a year
+  1900-2099 (so forgetting "In 2024 I moved" does not refuse every later "2024"; a PIN that reads
+  as a year is a documented miss) and a date (``2024-06-01``);
 - an e-mail address;
 - a phone or card number: digit groups joined by spaces, dots, hyphens or parentheses, 7 to 19
   digits in all, not shaped like a date (``2024-06-01``, ``01/06/2024``).
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 import re
 
-from memgate.contract.text_normal import fold, tokens_v2
+from memgate.contract.text_normal import fold
 from memgate.contract.text_views import matching_views
 
 MIN_IDENTIFIER = 6
@@ -33,6 +35,7 @@ PHONE_DIGITS = (7, 19)
 _IDENTIFIER = re.compile(r"[^\W_]+(?:[-_][^\W_]+)*")
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _PHONE = re.compile(r"\+?\(?\d+\)?(?:[ .\-]?\(?\d+\)?)+")
+_RUN = re.compile(r"\d+(?:[ .\-_]+\d+)*")
 _DATE = re.compile(r"\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}[-/.]\d{1,2}[-/.]\d{2,4}")
 
 
@@ -46,9 +49,16 @@ def _identifiers(folded: str) -> list[str]:
     return out
 
 
-def _digit_runs(text: str) -> list[str]:
-    return [t for t in tokens_v2(text)
-            if t.isdigit() and len(t) >= MIN_DIGITS and not (len(t) == 4 and int(t) in YEARS)]
+def _digit_runs(folded: str) -> list[str]:
+    """Digit groups joined by spaces, dots, hyphens or underscores, as one number (matching
+    ignores those separators: ``33 90`` is ``3390``), when 4+ digits, not a year, not a date."""
+    out = []
+    for match in _RUN.finditer(folded):
+        digits = re.sub(r"\D", "", match.group(0))
+        if len(digits) >= MIN_DIGITS and not (len(digits) == 4 and int(digits) in YEARS) \
+                and not _DATE.fullmatch(match.group(0)):
+            out.append(digits)
+    return out
 
 
 def _phones(folded: str) -> list[str]:
@@ -69,7 +79,7 @@ def derived_markers(text: str | None) -> list[str]:
     found: list[str] = []
     for view in matching_views(text):
         folded = fold(view)
-        found += _EMAIL.findall(folded) + _identifiers(folded) + _phones(folded) + _digit_runs(view)
+        found += _EMAIL.findall(folded) + _identifiers(folded) + _phones(folded) + _digit_runs(folded)
     return list(dict.fromkeys(m.strip(".") for m in found if m.strip(".")))
 
 
