@@ -84,7 +84,7 @@ def test_a_filter_nested_past_the_cap_names_filters(mem):
                 call(deep_filter(depth))
 
 
-@pytest.mark.parametrize("kind", ["embedded"])
+@pytest.mark.parametrize("kind", ["embedded", "qdrant"])
 def test_the_store_layer_refuses_what_memory_refuses(tmp_path, kind):
     store = make_store(kind, tmp_path)
     try:
