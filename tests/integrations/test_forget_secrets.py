@@ -80,7 +80,10 @@ def test_the_mcp_sdk_client_is_refused_the_forgotten_pin(tmp_path):
 
 def test_derived_markers_are_the_secret_shaped_parts():
     from memgate.retriever.records.markers import derived_markers
-    assert derived_markers("Alice's passport number is X99812345") == ["x99812345", "99812345"]
+    assert derived_markers("Alice's passport number is X99812345") == ["x99812345"]
+    # the numbers inside an identifier or an address are theirs (the fault suite's ids share one)
+    assert derived_markers("s700001-10 tea zq700001x10 ana7001@example.com") == [
+        "ana7001@example.com", "s700001-10", "zq700001x10"]
     assert derived_markers("Alice's bank PIN is 3390") == ["3390"]
     assert derived_markers("In 2024 I moved to Porto, on 2024-06-01") == []  # years, dates
     assert derived_markers("thank you") == []

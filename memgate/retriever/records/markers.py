@@ -8,7 +8,9 @@ are matched inside any later field (:mod:`memgate.retriever.records.suppression`
 as secret-shaped, after the normalisation of :mod:`memgate.contract.text_normal`:
 
 - an identifier that mixes letters and digits, at least :data:`MIN_IDENTIFIER` characters
-  (``X99812345``, ``AB12CD``; hyphens and underscores inside it allowed);
+  (``X99812345``, ``AB12CD``; hyphens and underscores inside it allowed); the number inside it
+  is part of it, not a marker of its own (forgetting ``X99812345`` refuses ``x-99812345``, not
+  ``99812345`` alone, as for a caller's marker);
 - a run of at least :data:`MIN_DIGITS` digits (digit groups joined by spaces, dots, hyphens or
   underscores count as one run, as matching reads them: ``33 90`` is ``3390``), except a year
   1900-2099 (so forgetting "In 2024 I moved" does not refuse every later "2024"; a PIN that reads
@@ -39,14 +41,21 @@ _RUN = re.compile(r"\d+(?:[ .\-_]+\d+)*")
 _DATE = re.compile(r"\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}[-/.]\d{1,2}[-/.]\d{2,4}")
 
 
-def _identifiers(folded: str) -> list[str]:
+def _identifiers(folded: str) -> list[re.Match[str]]:
     out = []
-    for chunk in _IDENTIFIER.findall(folded):
-        chars = chunk.replace("-", "").replace("_", "")
+    for match in _IDENTIFIER.finditer(folded):
+        chars = match.group(0).replace("-", "").replace("_", "")
         if (len(chars) >= MIN_IDENTIFIER and any(c.isdigit() for c in chars)
                 and any(c.isalpha() for c in chars)):
-            out.append(chunk)
+            out.append(match)
     return out
+
+
+def _masked(text: str, matches: list[re.Match[str]]) -> str:
+    """``text`` with the matched spans blanked (their digits belong to them, not to a number)."""
+    for m in matches:
+        text = text[:m.start()] + " " * (m.end() - m.start()) + text[m.end():]
+    return text
 
 
 def _digit_runs(folded: str) -> list[str]:
@@ -79,7 +88,10 @@ def derived_markers(text: str | None) -> list[str]:
     found: list[str] = []
     for view in matching_views(text):
         folded = fold(view)
-        found += _EMAIL.findall(folded) + _identifiers(folded) + _phones(folded) + _digit_runs(folded)
+        emails = list(_EMAIL.finditer(folded))
+        idents = _identifiers(_masked(folded, emails))
+        rest = _masked(folded, emails + idents)  # a number inside an address or identifier is theirs
+        found += [m.group(0) for m in emails + idents] + _phones(rest) + _digit_runs(rest)
     return list(dict.fromkeys(m.strip(".") for m in found if m.strip(".")))
 
 
