@@ -38,12 +38,13 @@ def check_item_shape(given: Any, index: Optional[int]) -> dict[str, Any]:
     return dict(given)
 
 
-def check_metadata(value: Any, index: Optional[int]) -> dict[str, Any]:
-    """``metadata`` as a dict (None -> {}); anything but a mapping is refused."""
+def check_metadata(value: Any, index: Optional[int], call: str = "") -> dict[str, Any]:
+    """``metadata`` as a dict (None -> {}); anything but a mapping is refused (``call``: how the
+    error names the call, default :func:`prefix`)."""
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise ValueError(f"{prefix(index)} field 'metadata' must be a JSON object (a mapping), "
+        raise ValueError(f"{call or prefix(index)} field 'metadata' must be a JSON object (a mapping), "
                          f"got {type(value).__name__}")
     return dict(value)
 

@@ -388,7 +388,7 @@ class Memory:
             user_id = self._owner(memory_id, user_id)
             record = self._own(memory_id, user_id)
             if metadata is not None:
-                metadata = check_metadata(metadata, None)
+                metadata = check_metadata(metadata, None, "update:")
                 reserved = sorted(set(metadata) & set(SCOPE_KEYS))
                 if reserved:
                     raise ValueError(f"update: field 'metadata.{reserved[0]}' is reserved (set at add)")
