@@ -35,18 +35,21 @@ SHORT_FORGOTTEN = ("yes", "ok", "thanks", "sure", "later", "maybe", "good", "no"
 
 def _number(draw) -> str:
     digits = draw(st.text("0123456789", min_size=4, max_size=8))
+    if len(digits) == 4 and 1900 <= int(digits) <= 2099:  # a year: a documented miss (issue 46)
+        digits = "7" + digits[1:]
     cut = draw(st.integers(0, len(digits)))
     return digits if draw(st.booleans()) else digits[:cut] + "-" + digits[cut:] if 0 < cut < len(digits) else digits
 
 
 @st.composite
 def details(draw) -> str:
-    """A forgotten detail long enough to be looked for inside other texts (four characters or
-    more, not one word without digits): a number, words with a number, or several words."""
+    """A forgotten detail looked for inside other texts: a number of four digits or more (not a
+    year), words with such a number (the number is a marker derived at forget time), or three
+    words or more (a forgotten text of fewer words matches whole texts only since issue 46)."""
     shape = draw(st.sampled_from(("number", "words_number", "words")))
     if shape == "number":
         return _number(draw)
-    words = draw(st.lists(st.sampled_from(DETAIL_WORDS), min_size=1 if shape == "words_number" else 2, max_size=3))
+    words = draw(st.lists(st.sampled_from(DETAIL_WORDS), min_size=1 if shape == "words_number" else 3, max_size=4))
     if shape == "words_number":
         return " ".join(words) + " " + _number(draw)
     return " ".join(words)

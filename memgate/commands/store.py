@@ -91,6 +91,10 @@ def build_parser(prog: str = "memgate store") -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True)
     p = verb("import", "restore an export into an empty or disjoint store")
     p.add_argument("--from", dest="src", type=Path, required=True)
+    p.add_argument("--accept-unprotected", action="store_true",
+                   help="import an export that has forget directives but no forget list (a "
+                        "format-1 export, or one whose suppression.json is gone): what they forgot "
+                        "could be stored again; a warning names it")
     verb("verify", "check vectors, half records and the audit log")
     return parser
 
@@ -187,7 +191,7 @@ def _run(args: argparse.Namespace) -> int:
             _print(args, manifest, f"exported {manifest['records']} records ({manifest['vectors']} "
                                    f"vectors) to {args.out}")
         elif args.verb == "import":
-            n = transfer.import_store(store, args.src, loaded)
+            n = transfer.import_store(store, args.src, loaded, accept_unprotected=args.accept_unprotected)
             _print(args, {"imported": n}, f"imported {n} records from {args.src}")
         else:
             problems = store.verify() if hasattr(store, "verify") else []

@@ -15,7 +15,9 @@ them) combine them: ``{"OR": [{"topic": "food"}, {"AND": [{"topic": "travel"}, {
 ============  ======================================================================
 
 Operators may be written with a leading ``$`` (``$gte``), as LangGraph's stores do. Keys are
-top-level metadata keys. A malformed filter raises ``ValueError`` naming the key.
+top-level metadata keys. A malformed filter raises ``ValueError`` naming the key; ``AND`` /
+``OR`` / ``NOT`` nest at most :data:`MAX_FILTER_DEPTH` levels (the metadata's own cap), deeper
+is one line naming ``filters``, never a ``RecursionError``.
 """
 
 from __future__ import annotations
@@ -23,9 +25,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Optional
 
+from memgate.retriever.records.memory import MAX_ATTRIBUTES_DEPTH
+
 OPS = ("eq", "ne", "in", "nin", "gt", "gte", "lt", "lte", "exists", "contains", "icontains")
 LOGICAL = ("AND", "OR", "NOT")
 _MISSING = object()
+MAX_FILTER_DEPTH = MAX_ATTRIBUTES_DEPTH  # logical operators nested in one filter
 
 
 def _op(name: str, key: str) -> str:
@@ -35,10 +40,13 @@ def _op(name: str, key: str) -> str:
     return op
 
 
-def check_filters(filters: Optional[Mapping[str, Any]], where: str = "filters") -> dict[str, Any]:
+def check_filters(filters: Optional[Mapping[str, Any]], where: str = "filters", depth: int = 0) -> dict[str, Any]:
     """A validated copy (operators normalised); ``None`` -> ``{}``."""
     if filters is None:
         return {}
+    if depth > MAX_FILTER_DEPTH:
+        raise ValueError(f"field 'filters' nests AND / OR / NOT deeper than {MAX_FILTER_DEPTH} levels "
+                         "(MAX_FILTER_DEPTH)")
     if not isinstance(filters, Mapping):
         raise ValueError(f"{where} must be a JSON object, got {type(filters).__name__}")
     out: dict[str, Any] = {}
@@ -48,7 +56,7 @@ def check_filters(filters: Optional[Mapping[str, Any]], where: str = "filters") 
         if key in LOGICAL:
             if not isinstance(cond, (list, tuple)) or not cond:
                 raise ValueError(f"{where}[{key!r}] must be a non-empty list of filter objects, got {cond!r}")
-            out[key] = [check_filters(sub, f"{where}[{key!r}][{i}]") or {} for i, sub in enumerate(cond)]
+            out[key] = [check_filters(sub, f"{where}[{key!r}][{i}]", depth + 1) or {} for i, sub in enumerate(cond)]
             continue
         if isinstance(cond, Mapping):
             if not cond:
@@ -133,4 +141,4 @@ def matches(attributes: Mapping[str, Any], filters: Mapping[str, Mapping[str, An
     return True
 
 
-__all__ = ["LOGICAL", "OPS", "check_filters", "matches"]
+__all__ = ["LOGICAL", "MAX_FILTER_DEPTH", "OPS", "check_filters", "matches"]

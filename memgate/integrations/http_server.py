@@ -28,7 +28,9 @@
   schema (``field`` is its path, e.g. ``body.text``), 507 the store's disk is full (nothing was
   applied), 500 a damaged store file (``field`` ``store``). A body that is not UTF-8 JSON (or
   nests too deeply to parse) is a 400 naming ``body``; FastAPI's own answers (an unknown path,
-  a wrong method) keep their status in the same shape.
+  a wrong method) keep their status in the same shape. ``field`` is never null: an error that
+  names no field names ``body`` (4xx) or ``server`` (5xx); a batch item's field is prefixed
+  with its index (``items[2].metadata``).
 - Ids in paths are percent-encoded path segments (``/memories/a%3Fb``).
 - One :class:`memgate.Memory` serves every request and serialises them with its lock (the
   retriever is not thread-safe), so the server is safe under concurrent requests.
@@ -77,6 +79,7 @@ MAX_QUERY_CHARS = 2_000
 MAX_BATCH = 100  # memories per batch add
 
 _FIELD = re.compile(r"field '([^']+)'|^(filters\[[^\]]+\])|^(metadata|attributes)\b")
+_ITEM = re.compile(r"(items\[\d+\]):")
 
 
 class _Strict(BaseModel):
@@ -148,6 +151,9 @@ class SearchRequest(_Strict):
 
 
 def _error(status: int, message: str, field: Optional[str] = None) -> JSONResponse:
+    """The error body; ``field`` is never null: without one, ``body`` for a 4xx answer (the
+    request as a whole) and ``server`` for a 5xx one."""
+    field = field or ("body" if status < 500 else "server")
     return JSONResponse(status_code=status, content={"error": {"field": field, "message": message}})
 
 
@@ -156,7 +162,9 @@ def _field_of(message: str) -> Optional[str]:
     if m is None:
         return None
     name = next(g for g in m.groups() if g)
-    return "metadata" + name[len("attributes"):] if name.startswith("attributes") else name
+    name = "metadata" + name[len("attributes"):] if name.startswith("attributes") else name
+    item = _ITEM.match(message)
+    return f"{item.group(1)}.{name}" if item and not name.startswith("items[") else name
 
 
 def _unparsable(body: bytes) -> str:

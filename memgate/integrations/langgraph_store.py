@@ -19,8 +19,9 @@ Mapping:
   ``put(..., index=[...])`` per item; several texts are joined with newlines, one vector per
   item); ``index=False`` items are stored and listed but never ranked by a query;
 - the value's *content* is what forget suppresses: each indexed scalar leaf (every leaf for
-  ``"$"`` and ``index=False``) of at least four characters that is not one word without digits is recorded as one of
-  the record's markers, so forgetting the item suppresses each of them separately (a later
+  ``"$"`` and ``index=False``) of at least four characters and three words (since issue 46;
+  shorter leaves are covered by the markers a forget derives: numbers, identifiers, e-mails)
+  is recorded as one of the record's markers, so forgetting the item suppresses each of them separately (a later
   value repeating one, in any field or under any key, with any other leaf changed, is refused);
   every key and scalar leaf of a new value is checked (``memgate.retriever.records.suppression``);
 - ``search(query=...)`` is ``GatedRetriever.retrieve`` over the prefix's namespaces, with the
@@ -72,7 +73,7 @@ from memgate.integrations.catalog import Catalog
 from memgate.integrations.memory import now_utc
 from memgate.integrations.opening import DEFAULT_POLICY_TAG, open_retriever, open_store
 from memgate.retriever.errors import RepeatedDetailError
-from memgate.retriever.records.suppression import is_whole_only
+from memgate.retriever.records.suppression import is_whole_only, word_count
 
 PREFIX = "lg:"
 KEY, VALUE, INDEXED = "key", "value", "indexed"
@@ -281,7 +282,7 @@ class MemgateStore(BaseStore):
         if not isinstance(value, Mapping):
             raise ValueError(f"put {namespace}/{key}: value must be a mapping, got {type(value).__name__}")
         text, indexed, content = self._text(value, index)
-        markers = [c for c in dict.fromkeys(content) if not is_whole_only(tokens_v2(c), "text")]
+        markers = [c for c in dict.fromkeys(content) if not is_whole_only(tokens_v2(c), "text", word_count(c))]
         return text, {KEY: key, VALUE: dict(value), INDEXED: indexed}, markers
 
     def _put(self, namespace: tuple[str, ...], key: str, value: Any, index: Any) -> bool:

@@ -68,6 +68,13 @@ from memgate.integrations.catalog import Catalog
 from memgate.integrations.filters import check_filters
 from memgate.integrations.hits import drop_summary, hit_view
 from memgate.integrations.home import default_store_dir
+from memgate.integrations.inputs import (
+    check_item_fields,
+    check_item_shape,
+    check_metadata,
+    check_no_surrogate,
+    prefix,
+)
 from memgate.integrations.messages import user_turns
 from memgate.integrations.opening import DEFAULT_POLICY_TAG, open_retriever, open_store
 from memgate.retriever import DEFAULT_DIRECTIVE
@@ -128,6 +135,7 @@ def check_user_id(user_id: Any) -> str:
         raise ValueError(f"field 'user_id' must be a non-empty string, got {user_id!r}")
     if len(user_id) > MAX_USER_ID or any(ord(c) < 32 or ord(c) == 127 for c in user_id):
         raise ValueError(f"field 'user_id' must be at most {MAX_USER_ID} printable characters")
+    check_no_surrogate(user_id, "user_id")
     return user_id
 
 
@@ -307,18 +315,19 @@ class Memory:
 
     def _item(self, given: Any, i: Optional[int], scope: Mapping[str, str]) -> dict[str, Any]:
         """One add's fields (checked): text, attributes (metadata + scope), provenance, tags."""
-        where = "add()" if i is None else f"items[{i}]:"
-        item: dict[str, Any] = {"text": given} if isinstance(given, str) else dict(given)
+        where = prefix(i)
+        item = check_item_shape(given, i)
         if "text" not in item:
             raise ValueError(f"{where} field 'text' is missing")
         for reserved in ("namespace", "principal", "attributes"):
             if reserved in item:
-                raise TypeError(f"{where} {reserved!r} is set from user_id / metadata")
-        metadata = dict(item.pop("metadata", None) or {})
+                raise TypeError(f"{where} field {reserved!r} is set from user_id / metadata")
+        metadata = check_metadata(item.pop("metadata", None), i)
         for key in SCOPE_KEYS:
             if key in metadata:
-                raise ValueError(f"{where} metadata key {key!r} is reserved: pass {key}= instead")
+                raise ValueError(f"{where} field 'metadata.{key}' is reserved: pass {key}= instead")
         item["attributes"] = {**metadata, **scope}
+        check_item_fields(item, i)
         item.setdefault("policy_tags", [DEFAULT_POLICY_TAG])
         item.setdefault("provenance", USER_STATED)
         item.setdefault("memory_id", f"mem-{uuid.uuid4().hex[:16]}")
@@ -386,9 +395,10 @@ class Memory:
             user_id = self._owner(memory_id, user_id)
             record = self._own(memory_id, user_id)
             if metadata is not None:
+                metadata = check_metadata(metadata, None, "update:")
                 reserved = sorted(set(metadata) & set(SCOPE_KEYS))
                 if reserved:
-                    raise ValueError(f"update: metadata key {reserved[0]!r} is reserved (set at add)")
+                    raise ValueError(f"update: field 'metadata.{reserved[0]}' is reserved (set at add)")
                 scope = {k: record.attributes[k] for k in SCOPE_KEYS if k in record.attributes}
                 changes["attributes"] = {**dict(metadata), **scope}
             revision = record.revision if expected_revision is None else expected_revision

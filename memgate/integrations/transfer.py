@@ -18,7 +18,11 @@ revisions, timestamps, supersession and review state, tombstones) and the suppre
 (its keys kept beside the target's own) into an empty or disjoint store of the same encoder,
 after checking every hash, the encoder identity, every record, every vector (finite, unit
 norm) and every suppression entry, so what was forgotten before the export stays forgotten. An
-export of format 1 (memgate before the suppression list travelled) imports without one. This is how a store moves from the embedded backend to a
+export without a forget list (format 1, memgate before the suppression list travelled, or one
+edited to claim it) whose records include forget directives is refused: what they forgot would
+arrive unprotected. ``accept_unprotected=True`` (``memgate store import --accept-unprotected``)
+imports it anyway, with a warning naming the namespaces and directives left without their
+list; an export without directives imports as before. This is how a store moves from the embedded backend to a
 Qdrant server and back. A Qdrant local-mode directory is never imported: qdrant-client keeps
 its points there with pickle, so reading one can run code.
 """
@@ -27,6 +31,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import warnings
 from pathlib import Path
 from typing import Any, Optional
 
@@ -36,7 +42,7 @@ from safetensors.numpy import load_file, save_file
 
 from memgate.retriever.audit import iter_events
 from memgate.retriever.records.identity import normalize_identity
-from memgate.retriever.records.memory import StoredMemory
+from memgate.retriever.records.memory import FORGET_DIRECTIVE_KIND, StoredMemory
 from memgate.retriever.records.suppression import Suppressed, key_id
 
 EXPORT_FORMAT = "memgate-export/2"
@@ -44,6 +50,7 @@ READABLE_FORMATS = ("memgate-export/1", EXPORT_FORMAT)
 MANIFEST, RECORDS, VECTORS, AUDIT = "manifest.json", "records.jsonl", "vectors.safetensors", "audit.jsonl"
 SUPPRESSION = "suppression.json"
 UNIT_TOLERANCE = 1e-3
+log = logging.getLogger(__name__)
 
 
 class ImportRefused(ValueError):
@@ -209,11 +216,40 @@ def _read_suppression(src: Path, manifest: dict[str, Any]) -> Optional[dict[str,
     return raw
 
 
-def import_store(store: Any, src: str | Path, loaded: Optional[tuple[Any, ...]] = None) -> int:
+def unprotected_directives(memories: list[StoredMemory], suppression: Optional[dict[str, Any]]) -> list[StoredMemory]:
+    """The forget directives among ``memories`` when the export carries no forget list."""
+    if suppression is not None:
+        return []
+    return [m for m in memories if m.kind == FORGET_DIRECTIVE_KIND and not m.forgotten]
+
+
+def check_protection(src: str | Path, memories: list[StoredMemory], suppression: Optional[dict[str, Any]],
+                     accept_unprotected: bool) -> None:
+    """Refuse (or, accepted, warn about) directives that arrive without their forget list."""
+    bare = unprotected_directives(memories, suppression)
+    if not bare:
+        return
+    namespaces = sorted({m.namespace for m in bare})
+    what = (f"{len(bare)} forget directive(s) in namespace(s) {namespaces[:5]} (e.g. {bare[0].memory_id!r}, "
+            f"which forgot {bare[0].forgets!r}) arrive without the forget list that refuses their "
+            "content: it could be stored again")
+    if not accept_unprotected:
+        raise ImportRefused(f"{src}: the export carries no {SUPPRESSION} but {what}; import it with "
+                            "--accept-unprotected (accept_unprotected=True) to proceed anyway")
+    message = f"{src}: imported without protection: {what}"
+    warnings.warn(message, UserWarning, stacklevel=3)
+    log.warning(message)
+
+
+def import_store(store: Any, src: str | Path, loaded: Optional[tuple[Any, ...]] = None, *,
+                 accept_unprotected: bool = False) -> int:
     """Import the export at ``src`` into ``store`` (same encoder; no id in common), all or none;
     the export's audit events are appended to the store's audit log. ``loaded``: the result of
-    :func:`read_export` when the caller checked the export already. Returns the record count."""
+    :func:`read_export` when the caller checked the export already; ``accept_unprotected``:
+    import forget directives that come without a forget list (module doc). Returns the record
+    count."""
     manifest, memories, vectors, suppression = loaded if loaded is not None else read_export(src)
+    check_protection(src, memories, suppression, accept_unprotected)
     theirs = normalize_identity(manifest["encoder"])
     if theirs != dict(store.encoder_identity):
         raise ImportRefused(f"{src}: exported with encoder {theirs}, the store uses {store.encoder_identity}")
@@ -231,4 +267,5 @@ def import_store(store: Any, src: str | Path, loaded: Optional[tuple[Any, ...]] 
     return n
 
 
-__all__ = ["EXPORT_FORMAT", "READABLE_FORMATS", "SUPPRESSION", "ImportRefused", "export_store", "import_store", "read_export"]
+__all__ = ["EXPORT_FORMAT", "READABLE_FORMATS", "SUPPRESSION", "ImportRefused", "check_protection", "export_store",
+           "import_store", "read_export", "unprotected_directives"]

@@ -90,10 +90,15 @@ def test_a_forgotten_marker_passed_alone_is_refused(surface):
 
 
 def test_short_forgotten_content_matches_whole_texts_only(surface):
+    """Issue 46 changed this rule: a forgotten text of fewer than 3 words (not only one word
+    without digits) is whole-only, so "thank you" no longer refuses a longer text holding it."""
     user, _ = forgotten(surface, "yes")
-    surface.add(user, "yes please, book the table")  # refused by the code before this change
+    surface.add(user, "yes please, book the table")  # refused by the code before issue 31
     surface.add(user, "I said yes to the offer.")
     refused(surface.add, user, "Yes!")
+    user, _ = forgotten(surface, "thank you")
+    surface.add(user, "thank you for the help")  # refused by the code before issue 46
+    refused(surface.add, user, "Thank you!")
 
 
 @on("memory_id")

@@ -147,7 +147,7 @@ def test_memory_text_beyond_the_limit_is_refused(new_store):
         r.update("edge", 1, principal="alice", text=long)
     with pytest.raises(ValueError, match="beyond the limit"):
         r.forget("edge", principal="alice", directive_text=long)
-    with pytest.raises(ValueError, match="query_text has .* beyond the limit"):
+    with pytest.raises(ValueError, match="field 'query_text' has .* beyond the limit"):
         r.retrieve(long, ctx("q"), k=1)
     assert len(store) == 1 and np.isfinite(store.vector_matrix()).all()
     store.close()

@@ -16,10 +16,12 @@ from memgate.retriever.records.memory import MAX_TEXT_CHARS
 
 def check_text(text: Any, what: str = "text") -> None:
     if not isinstance(text, str) or not text.strip():
-        raise ValueError(f"{what} must be a non-empty string")
+        raise ValueError(f"field {what!r} must be a non-empty string with a non-space character")
+    if any("\ud800" <= c <= "\udfff" for c in text):
+        raise ValueError(f"field {what!r} holds a lone surrogate (not valid Unicode text)")
     if len(text) > MAX_TEXT_CHARS:
         raise ValueError(
-            f"{what} has {len(text):,} characters, beyond the limit of {MAX_TEXT_CHARS:,} "
+            f"field {what!r} has {len(text):,} characters, beyond the limit of {MAX_TEXT_CHARS:,} "
             "(memgate.retriever.MAX_TEXT_CHARS); split it into several memories")
 
 

@@ -15,6 +15,7 @@ from typing import Any, Optional
 
 from memgate.retriever.errors import RepeatedDetailError, SuppressedContentError
 from memgate.retriever.records.links import check_cas, descendants
+from memgate.retriever.records.markers import derived_markers
 from memgate.retriever.records.memory import FORGET_DIRECTIVE_KIND, StoredMemory
 from memgate.retriever.records.primitives import StoreBackend
 from memgate.retriever.records.suppression import (
@@ -107,7 +108,8 @@ def imported_suppression(backend: StoreBackend,
 
 def forget_plan(backend: StoreBackend, memory_id: str, directive: StoredMemory,
                 expected_revision: Optional[int]) -> tuple[StoredMemory, list[StoredMemory], list[Suppressed]]:
-    """The record, the records erased with it and their new suppression entries; refuses a
+    """The record, the records erased with it and their new suppression entries (each record's
+    text, its markers and those derived from its text, read before it is erased); refuses a
     stale revision, a taken directive id and a directive that repeats the detail."""
     ns = directive.namespace
     current = backend.load(memory_id, ns)
@@ -119,7 +121,8 @@ def forget_plan(backend: StoreBackend, memory_id: str, directive: StoredMemory,
                               for (child_ns, child), _ in descendants(backend, (ns, memory_id)))
         if not record.forgotten and record.kind != FORGET_DIRECTIVE_KIND]
     key = backend.suppression_key()
-    entries = [e for r in erased for e in entries_for(key, r.namespace, r.memory_id, r.text, r.markers)]
+    entries = [e for r in erased for e in entries_for(key, r.namespace, r.memory_id, r.text,
+                                                      [*r.markers, *derived_markers(r.text)])]
     repeated = match_fields({"": key, **backend.foreign_keys()}, content_fields(directive),
                             entries + backend.suppressed([ns]))
     if repeated:

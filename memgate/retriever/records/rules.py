@@ -51,6 +51,7 @@ from memgate.retriever.records.memory import (
     scope_to_dict,
 )
 from memgate.retriever.records.primitives import Event, StoreBackend
+from memgate.retriever.records.write_checks import check_changes, check_written
 
 
 class Records:
@@ -247,7 +248,7 @@ class Records:
                     f"memory {memory.memory_id!r}: lifecycle_state {memory.lifecycle_state!r} is "
                     "set by the store (add a superseding record / call forget), not written directly")
             check_id(memory.memory_id)
-            check_text_size(memory.text, f"memory {memory.memory_id!r}")
+            check_written(memory)
             checked.append((memory, self._check_vector(vector)))
         hints = dict(parent_namespaces or {})
         stored_all = []
@@ -340,14 +341,13 @@ class Records:
                              "add(supersedes=...) and forget()")
         if ("text" in changes) != (vector is not None):
             raise ValueError("update: a text change and a new vector go together (pass both or neither)")
-        if "text" in changes:
-            check_text_size(changes["text"], f"memory {memory_id!r}")
         v = None
         if vector is not None:
             self.check_encoder(encoder, "write")
             v = self._check_vector(vector)
         if "applicability" in changes:
             changes["applicability"] = Applicability.from_dict(changes["applicability"])
+        check_changes(memory_id, changes)
         with self._writing():
             ns = resolve_namespace(self._backend, memory_id, namespace)
             current = self._backend.load(memory_id, ns)

@@ -10,14 +10,22 @@ and scalar leaf of the metadata, and the other free-text fields). Under version 
 matches an entry when
 
 - the entry is **contained** (content of at least :data:`MIN_CONTAINED_CHARS` characters that
-  is not a forgotten *text* of one word without digits): the field's normalised tokens, with
+  is not a forgotten *text* of fewer than :data:`MIN_CONTAINED_WORDS` words, nor, in entries made
+  before that rule, a forgotten text of one word without digits): the field's normalised tokens, with
   the separators removed, hold the entry's characters starting and ending on token boundaries
   (so ``X4417``, ``4 4 1 7`` and ``44-17`` all hold ``4417``, and ``sug-ars`` holds ``sugars``,
   but ``14417`` does not hold ``4417`` and ``concatenate`` does not hold ``cat``);
-- the entry is **whole** (shorter content, e.g. the one-word memory "yes"): the write's whole
-  *text* normalises to exactly the entry (``Yes!`` matches, ``yes please`` does not; labels and
-  metadata are never compared with whole entries, so forgetting "general" does not refuse the
-  policy tag ``general``).
+- the entry is **whole** (shorter content, e.g. the memories "yes" or "thank you"): the write's
+  whole *text* normalises to exactly the entry (``Yes!`` matches, ``yes please`` and ``thank you
+  for the help`` do not; labels and metadata are never compared with whole entries, so
+  forgetting "general" does not refuse the policy tag ``general``). The secret inside a short
+  text is still looked for everywhere through its *markers*: a forget derives them from the
+  text (:mod:`memgate.retriever.records.markers`: identifiers, numbers, e-mail addresses,
+  phone and card numbers), so forgetting "PIN 3390" refuses "my code is 33 90".
+
+Every field is checked as written and in each other reading of it
+(:func:`memgate.contract.text_views.matching_views`: HTML entities and percent-encoding
+decoded, right-to-left overrides as displayed).
 
 Version-1 entries (stores written before version 2: token runs of NFKC, case-folded ``\\w+``
 tokens) match a field whose version-1 tokens, or those of its version-2 folding, hold the
@@ -42,12 +50,21 @@ import json
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
-from memgate.contract.text_normal import CURRENT_NORMALISATION, NORMALISATION_VERSIONS, tokens_v2, v1_views
+from memgate.contract.text_normal import (
+    CURRENT_NORMALISATION,
+    NORMALISATION_VERSIONS,
+    fold,
+    tokens_v2,
+    v1_views,
+)
+from memgate.contract.text_views import matching_views
 
 KINDS = ("text", "marker")
 MIN_CONTAINED_CHARS = 4  # forgotten content shorter than this matches whole texts only
+MIN_CONTAINED_WORDS = 3  # a forgotten *text* of fewer words matches whole texts only (markers
+# derived from it are contained)
 # (and so does a forgotten *text* of one word without digits: "yes", "vegetarian"; a marker is a
 # target the caller chose, looked for inside texts from this length on)
 
@@ -110,25 +127,38 @@ class Suppressed:
         return (self.namespace, self.digest, self.memory_id)
 
 
-def is_whole_only(toks: list[str], kind: str) -> bool:
+def word_count(text: str) -> int:
+    """Words of ``text`` after the normalisation: its whitespace-separated parts that hold a
+    token (``Alice's`` and ``X-4417`` are one word each)."""
+    return sum(1 for part in fold(text).split() if tokens_v2(part))
+
+
+def is_whole_only(toks: list[str], kind: str, words: Optional[int] = None) -> bool:
     """Whether version-2 content of these tokens matches whole texts only (too short, or too
-    common a shape, to be looked for inside other text)."""
+    common a shape, to be looked for inside other text). ``words`` (a forgotten text's
+    :func:`word_count`): under :data:`MIN_CONTAINED_WORDS`, a text is whole-only; without it,
+    the rule before that one (a text of one word without digits)."""
     chars = sum(len(t) for t in toks)
     one_word = len(toks) == 1 and not toks[0].isdigit()
+    if kind == "text" and words is not None and words < MIN_CONTAINED_WORDS:
+        return True
     return chars < MIN_CONTAINED_CHARS or (kind == "text" and one_word)
 
 
 def entries_for(key: bytes, namespace: str, memory_id: str, text: str | None,
                 markers: Iterable[str] = (), *, key_ref: str = "") -> list[Suppressed]:
     """Version-2 entries for a record about to be forgotten: its text and every marker with a
-    token (``key_ref``: the id recorded for ``key``, "" for the store's own)."""
+    token (``key_ref``: the id recorded for ``key``, "" for the store's own). The text's
+    markers (:func:`memgate.retriever.records.markers.derived_markers`) are the caller's to
+    pass: this function derives nothing."""
     out = []
     for kind, content in [("text", text)] + [("marker", m) for m in markers]:
         toks = tokens_v2(content) if content else []
-        if toks:
+        if toks and content:
             joined = "".join(toks)
+            whole = is_whole_only(toks, kind, word_count(content) if kind == "text" else None)
             out.append(Suppressed(namespace, digest_v2(key, joined), len(joined), kind, memory_id,
-                                  CURRENT_NORMALISATION, key_ref, is_whole_only(toks, kind)))
+                                  CURRENT_NORMALISATION, key_ref, whole))
     return list({e.key: e for e in out}.values())
 
 
@@ -234,7 +264,8 @@ def match_fields(keys: Mapping[str, bytes], fields: Iterable[tuple[str, str]],
     groups: dict[tuple[str, int], list[Suppressed]] = {}
     for e in entries:
         groups.setdefault((e.key_id, e.version), []).append(e)
-    fields = [(name, text) for name, text in fields if isinstance(text, str) and text]
+    fields = [(name, view) for name, text in fields if isinstance(text, str) and text
+              for view in matching_views(text)]
     if not groups or not fields:
         return []
     texts = list(dict.fromkeys(text for _, text in fields))
@@ -261,6 +292,6 @@ def matching(keys: Mapping[str, bytes], text: str, entries: Iterable[Suppressed]
     return sorted(hits.values(), key=lambda e: (e.namespace, e.memory_id, e.kind, e.digest))
 
 
-__all__ = ["KINDS", "MIN_CONTAINED_CHARS", "WHOLE_FIELDS", "Suppressed", "content_fields",
+__all__ = ["KINDS", "MIN_CONTAINED_CHARS", "MIN_CONTAINED_WORDS", "WHOLE_FIELDS", "Suppressed", "content_fields",
            "digest", "digest_v2", "entries_for", "is_whole_only", "key_id", "match_fields", "matching",
-           "new_key"]
+           "new_key", "word_count"]

@@ -29,7 +29,13 @@ import numpy as np
 
 import memgate.retriever.stores.embedded.layout as layout
 from memgate.retriever.audit.log import AuditLog
-from memgate.retriever.errors import AmbiguousMemoryError, StoreFullError, UnknownMemoryError, is_disk_full
+from memgate.retriever.errors import (
+    AmbiguousMemoryError,
+    DamagedStoreError,
+    StoreFullError,
+    UnknownMemoryError,
+    is_disk_full,
+)
 from memgate.retriever.records.identity import check_encoder, normalize_identity
 from memgate.retriever.records.index import IndexEntry, SupportIndex, index_entry
 from memgate.retriever.records.links import check_namespace_arg, resolve_namespace
@@ -38,6 +44,12 @@ from memgate.retriever.records.primitives import Event, Key
 from memgate.retriever.records.suppression import Suppressed, new_key
 from memgate.retriever.stores.base import format_error
 from memgate.retriever.stores.embedded.ann import AnnIndex
+from memgate.retriever.stores.embedded.file_checks import (
+    check_pair_before_open,
+    check_vectors_present,
+    damaged_database,
+    unreadable,
+)
 from memgate.retriever.stores.embedded.vector_file import VectorFile
 
 log = logging.getLogger("memgate")
@@ -61,11 +73,54 @@ class EmbeddedBackend:
         # Fault injection for crash tests: called with a stage name inside writes.
         self.fault_hook: Optional[Callable[[str], None]] = None
         self._vector_file: Optional[VectorFile] = None
+        check_pair_before_open(self.path)
         self.db = sqlite3.connect(
             str(self.path / layout.DB_FILE), timeout=60.0, isolation_level=None, check_same_thread=False
         )
+        try:
+            self._open_database(encoder_identity)
+        except sqlite3.DatabaseError as exc:
+            self.db.close()
+            if unreadable(exc):
+                raise damaged_database(self.path, exc) from None
+            raise
+        except BaseException:
+            self.db.close()
+            raise
+        meta = self.meta()
+        self.encoder_identity: dict[str, Any] = json.loads(meta["encoder"])
+        self.dim: int = int(self.encoder_identity["dim"])
+        self._key = bytes.fromhex(meta["suppression_key"])
+        if encoder_identity is not None:
+            check_encoder(encoder_identity, self.encoder_identity, self.describe(), "open the store")
+        if not allow_damaged:
+            try:
+                check_vectors_present(self.path, int(meta.get("next_slot", "0")))
+            except DamagedStoreError:
+                self.db.close()
+                raise
+        self._vector_file = VectorFile(self.path / layout.VECTOR_FILE, self.dim, self.path, self.lock)
+        if not allow_damaged:  # (a truncated file is refused before anything reads or writes it)
+            problem = self.vector_file_problem()
+            if problem:
+                self.close()
+                raise self.vectors.damaged(problem)
+        if audit is True:
+            audit = AuditLog(self.path / layout.AUDIT_FILE, fsync=fsync)
+        self.audit: Optional[AuditLog] = audit or None
+        self.search_index = SupportIndex()  # namespaces, states and slots for the search
+        # search(exact=False): HNSW graphs for namespaces with >= ann_threshold live records
+        self.ann = None if ann_threshold is None else AnnIndex(self.dim, ann_threshold)
+        try:
+            self.purge_pending()
+            self.flush_outbox()
+        except StoreFullError as exc:  # a full disk still opens: reads work, writes say it is full
+            log.warning("%s; they are retried by the next write", exc)
+
+    def _open_database(self, encoder_identity: Any) -> None:
+        """Set the connection up and create or migrate the tables (inside one transaction)."""
         self.db.execute("PRAGMA journal_mode=DELETE")
-        self.db.execute(f"PRAGMA synchronous={'FULL' if fsync else 'OFF'}")
+        self.db.execute(f"PRAGMA synchronous={'FULL' if self.fsync else 'OFF'}")
         self.db.execute("PRAGMA secure_delete=ON")
         with self._txn():
             self.db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
@@ -92,29 +147,6 @@ class EmbeddedBackend:
                     ("migrated_from", meta["format"])])
             elif meta["format"] != layout.STORE_FORMAT:
                 raise format_error(str(self.path), meta["format"], layout.STORE_FORMAT, layout.OLDER_FORMATS)
-            meta = self.meta()
-        self.encoder_identity: dict[str, Any] = json.loads(meta["encoder"])
-        self.dim: int = int(self.encoder_identity["dim"])
-        self._key = bytes.fromhex(meta["suppression_key"])
-        if encoder_identity is not None:
-            check_encoder(encoder_identity, self.encoder_identity, self.describe(), "open the store")
-        self._vector_file = VectorFile(self.path / layout.VECTOR_FILE, self.dim, self.path, self.lock)
-        if not allow_damaged:  # (a truncated file is refused before anything reads or writes it)
-            problem = self.vector_file_problem()
-            if problem:
-                self.close()
-                raise self.vectors.damaged(problem)
-        if audit is True:
-            audit = AuditLog(self.path / layout.AUDIT_FILE, fsync=fsync)
-        self.audit: Optional[AuditLog] = audit or None
-        self.search_index = SupportIndex()  # namespaces, states and slots for the search
-        # search(exact=False): HNSW graphs for namespaces with >= ann_threshold live records
-        self.ann = None if ann_threshold is None else AnnIndex(self.dim, ann_threshold)
-        try:
-            self.purge_pending()
-            self.flush_outbox()
-        except StoreFullError as exc:  # a full disk still opens: reads work, writes say it is full
-            log.warning("%s; they are retried by the next write", exc)
 
     @property
     def vectors(self) -> VectorFile:
