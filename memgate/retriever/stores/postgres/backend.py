@@ -13,7 +13,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, Optional
+from typing import Any, Literal, Optional, Union
 
 import numpy as np
 
@@ -25,7 +25,9 @@ from memgate.retriever.records.links import check_namespace_arg, resolve_namespa
 from memgate.retriever.records.memory import StoredMemory
 from memgate.retriever.records.primitives import Event, Key
 from memgate.retriever.records.suppression import Suppressed, new_key
+from memgate.retriever.stores.postgres.audit_table import TableAuditLog, encode
 from memgate.retriever.stores.postgres.connection import Connection, psycopg, register_vector, sql
+from memgate.retriever.stores.postgres.eraser import Eraser, leftover, vacuum_report
 from memgate.retriever.stores.postgres.tables import (
     as_array,
     check_schema_name,
@@ -54,8 +56,9 @@ class PostgresBackend:
     """Records and vectors in one PostgreSQL schema (the arguments are
     :class:`memgate.retriever.stores.postgres.store.PostgresStore`'s)."""
 
-    def __init__(self, url: str, encoder_identity: Any, *, schema: str, audit: Optional[AuditLog],
-                 clock: Callable[[], str], vacuum_on_forget: bool) -> None:
+    def __init__(self, url: str, encoder_identity: Any, *, schema: str,
+                 audit: Union[AuditLog, None, Literal["table"]], clock: Callable[[], str],
+                 vacuum_on_forget: bool, erase_in_background: bool = True) -> None:
         self.schema = check_schema_name(schema)
         self.vacuum_on_forget = bool(vacuum_on_forget)
         self.clock = clock
@@ -83,7 +86,12 @@ class PostgresBackend:
             except BaseException:
                 self.db.close()
                 raise
-        self.audit: Optional[AuditLog] = audit or None
+        self.audit: Optional[AuditLog] = TableAuditLog(self) if audit == "table" else (
+            None if isinstance(audit, str) else audit or None)
+        self._audit_table = isinstance(self.audit, TableAuditLog)
+        self._eraser_db: Optional[Connection] = None
+        self._url = url
+        self.eraser = Eraser(self._vacuum_pass, background=erase_in_background, describe=self.describe())
         self._mirror = np.zeros((0, self.dim), dtype=np.float32)  # slot -> vector (a cache)
         self._have = np.zeros(0, dtype=bool)  # slots whose vector the mirror holds
         self._rows_known = 0  # mirror rows vector_matrix() exposes (highest slot seen + 1)
@@ -93,7 +101,11 @@ class PostgresBackend:
         self._counters: dict[str, int] = {}
         self._born: dict[int, Optional[np.ndarray]] = {}
         self._erased = False
+        self._erase_pages: set[int] = set()  # pages of records the open write erased rows on
+        self._outbox_checked = False
         self.flush_outbox()
+        if self.vacuum_on_forget and self._rows("SELECT 1 FROM {s}.erase_pages LIMIT 1"):
+            self.eraser.request()  # (a process ended before its eraser finished)
 
     # -- plumbing -----------------------------------------------------------------------------
 
@@ -111,8 +123,12 @@ class PostgresBackend:
                       "fewer than k records (exact search is unaffected)")
 
     def close(self) -> None:
-        """Close the connection (idempotent)."""
+        """Finish a pending page erasure, close the connections (idempotent)."""
+        if not self.db.closed:
+            self.eraser.close()
         self.db.close()
+        if self._eraser_db is not None:
+            self._eraser_db.close()
 
     def describe(self) -> str:
         return f"the PostgreSQL store {self.schema!r} at {self.where}"
@@ -163,12 +179,18 @@ class PostgresBackend:
                     events: list[Event] = []
                     self._born = {}
                     self._erased = False
+                    self._erase_pages = set()
                     yield events
                     self._run_many("UPDATE {s}.meta SET value = %s WHERE key = %s",
                                    [(str(v), k) for k, v in self._counters.items() if v != start[k]])
-                    if self.audit is not None and events:
+                    if self._audit_table and events:  # (the trail commits with the write)
+                        self._run_many("INSERT INTO {s}.audit (event) VALUES (%s)", encode(events))
+                    elif self.audit is not None and events:
                         self._run_many("INSERT INTO {s}.outbox (event) VALUES (%s)",
                                        [(json.dumps(e),) for e in events])
+                    if self._erase_pages and self.vacuum_on_forget:  # (the eraser's work list)
+                        self._run("INSERT INTO {s}.erase_pages SELECT unnest(%s::bigint[]) "
+                                  "ON CONFLICT DO NOTHING", (sorted(self._erase_pages),))
                     self.hook("before_commit")
                 finally:
                     self._tx = None
@@ -176,23 +198,118 @@ class PostgresBackend:
                 self.mirror_set(slot, v)
         self.hook("after_commit")
         if self._erased and self.vacuum_on_forget:
-            self._vacuum()
-        self.flush_outbox()
+            self.eraser.request()
+        if not self._audit_table:
+            self.flush_outbox()
 
-    def _vacuum(self) -> None:
-        """``VACUUM (INDEX_CLEANUP ON)`` the records table after a forget: the dead row versions
-        holding the erased text and vector are pruned (no query, index scan or live row reaches
-        them) and their entries leave every index, the HNSW graph's copy of the vector included
-        (a plain VACUUM skips the indexes while under 2 % of the table's pages hold dead rows,
-        which at 100,000 records is always). PostgreSQL does not zero the space it frees: the
-        pruned bytes stay in the pages' free space until reused, which :meth:`compact` ends; the
-        WAL and backups keep them as long as the operator does."""
-        try:
-            with self.db.session("vacuuming after a forget") as conn:
-                conn.execute(self._q("VACUUM (INDEX_CLEANUP ON) {s}.records"))
-        except StoreError as exc:  # (the forget is committed: an autovacuum prunes them later)
-            _say_once(f"vacuum:{self.where}", f"{exc}; the erased row versions stay in the data files "
-                      "until the next (auto)vacuum")
+    # -- erasure (:mod:`memgate.retriever.stores.postgres.eraser`) -------------------------------
+
+    def erase(self, keys: Iterable[Key], *, wait: bool = False) -> int:
+        """Delete the records ``(namespace, memory_id)`` of ``keys`` outright (rows, derivation
+        links, their vectors in the mirror) and have their pages cleaned as after a forget: the
+        erasure path of a forget's tombstone, for callers that remove records without leaving a
+        tombstone (an expiry sweep, a reset). Runs inside the open write when there is one (the
+        pages are cleaned after its commit), else as a write of its own; ``wait``: return only
+        once the pages are clean (:meth:`wait_erased`). Returns the records deleted.
+
+        A deleted row leaves no entry in the change log, so other processes' retrievers learn of
+        it when they reload; a removal they must see at once writes tombstones (the forget path,
+        whose pages the eraser cleans the same way) or calls :meth:`request_erasure` after its
+        own write."""
+        keys = list(keys)
+        if self._tx is None:
+            with self.lock, self.write():
+                n = self.erase(keys)
+            if wait:
+                self.wait_erased()
+            return n
+        keys = [(to_db(ns), to_db(mid)) for ns, mid in keys]
+        n = 0
+        for start in range(0, len(keys), 10_000):
+            chunk = keys[start:start + 10_000]
+            nss, mids = [k[0] for k in chunk], [k[1] for k in chunk]
+            rows = self._tx.execute(self._q(
+                "DELETE FROM {s}.records r USING unnest(%s::text[], %s::text[]) AS k(ns, id) "
+                "WHERE r.namespace = k.ns AND r.memory_id = k.id "
+                "RETURNING r.slot, (r.ctid::text::point)[0]::bigint"), (nss, mids)).fetchall()
+            self._tx.execute(self._q(
+                "DELETE FROM {s}.derivations d USING unnest(%s::text[], %s::text[]) AS k(ns, id) "
+                "WHERE (d.child_ns = k.ns AND d.child = k.id) OR (d.parent_ns = k.ns AND d.parent = k.id)"),
+                (nss, mids))
+            for slot, page in rows:
+                self._erase_pages.add(int(page))
+                if slot is not None:
+                    self._born[int(slot)] = None
+            n += len(rows)
+        for ns, mid in keys:
+            self._slots.pop((from_db(ns), from_db(mid)), None)  # (other processes: see the docstring)
+        self._erased = self._erased or n > 0
+        return n
+
+    def request_erasure(self) -> None:
+        """Have the records table's pages cleaned (as after a forget) within the window."""
+        self.eraser.request()
+
+    def wait_erased(self, timeout: float = 5.0) -> bool:
+        """Block until the pages of every erasure this process committed are clean (True), or
+        ``timeout`` seconds passed (False)."""
+        return self.eraser.wait(timeout)
+
+    def _vacuum_pass(self) -> int:
+        """One erasure pass (on the eraser's own connection), for the pages listed in
+        ``erase_pages`` by any process:
+
+        1. ``VACUUM (INDEX_CLEANUP ON, VERBOSE)`` of the records table: the dead row versions
+           holding the erased text and vector are pruned and their entries leave every index,
+           the HNSW graph's copy of the vector included (pgvector zeroes a deleted element; a
+           plain VACUUM skips the indexes while under 2 % of the table's pages hold dead rows,
+           which at 100,000 records is always). Returns early, the pages kept, when its report
+           says it left dead versions (a pinned page, an open snapshot): the eraser retries.
+        2. PostgreSQL does not zero the space pruning frees, and that space is the top of the
+           page's free space (live rows are moved up over it): each listed page is scrubbed by
+           an ``UPDATE`` of one of its live rows that adds a run of zero bytes (``pad``, stored
+           plain) as large as the page holds, so the new version lands on the same page over
+           the freed bytes, and is rolled back (nothing changes; the bytes stay written).
+        3. ``VACUUM (INDEX_CLEANUP OFF)`` prunes the rolled-back versions (only the pages not
+           all-visible are read), and the pages leave the list.
+
+        Returns the dead versions left (0: done)."""
+        if self._eraser_db is None:
+            self._eraser_db = Connection(self._url, on_connect=lambda conn: None, lock=threading.RLock())
+        with self._eraser_db.session("erasing the pages of forgotten records") as conn:
+            pages = [int(p) for (p,) in conn.execute(self._q("SELECT page FROM {s}.erase_pages")).fetchall()]
+            report = vacuum_report(conn, self._q("VACUUM (INDEX_CLEANUP ON, VERBOSE) {s}.records"))
+            left = leftover(report)
+            if left or not pages:
+                return left
+            for page in pages:
+                self._scrub(conn, page)
+            conn.execute(self._q("VACUUM (INDEX_CLEANUP OFF) {s}.records"))
+            conn.execute(self._q("DELETE FROM {s}.erase_pages WHERE page = ANY(%s)"), (pages,))
+        return 0
+
+    def _scrub(self, conn: Any, page: int) -> None:
+        """Overwrite the free space of ``page`` of the records table (step 2 of
+        :meth:`_vacuum_pass`): tries sizes from the page's estimated free space down until the
+        padded version lands on the page itself."""
+        low, high = f"({page},0)", f"({page + 1},0)"
+        rows = conn.execute(self._q(
+            "SELECT ctid, pg_column_size(r.*) FROM {s}.records r WHERE ctid >= %s::tid AND ctid < %s::tid"),
+            (low, high)).fetchall()
+        if not rows:  # (an empty page: VACUUM truncates it when it is the last)
+            return
+        target, size = rows[0]
+        used = sum(((int(n) + 23 + 7) // 8) * 8 + 4 for _, n in rows)  # (tuple headers, line pointers)
+        room = 8192 - 24 - used - 8  # the page header, the new line pointer
+        for fill in (room, room - 64, room - 256, room - 1024, room - 3072):
+            if fill < 16:
+                return
+            with conn.transaction(force_rollback=True):
+                moved = conn.execute(self._q(
+                    "UPDATE {s}.records SET pad = decode(repeat('00', %s), 'hex') WHERE ctid = %s::tid "
+                    "RETURNING (ctid::text::point)[0]::bigint"), (int(fill), str(target))).fetchone()
+            if moved is not None and int(moved[0]) == page:
+                return
 
     def compact(self) -> None:
         """``VACUUM FULL`` the store's tables: PostgreSQL rewrites them (and rebuilds their
@@ -211,8 +328,16 @@ class PostgresBackend:
 
     def flush_outbox(self) -> None:
         """Move committed audit events from the outbox to the audit log (idempotent; events of
-        other processes' writes are taken once, by whichever process flushes first)."""
-        if self.audit is None:
+        other processes' writes are taken once, by whichever process flushes first). With the
+        audit table, a write's events commit with it: only events a file-logging process left
+        in the outbox move, once, when the store opens."""
+        if self.audit is None or (self._audit_table and self._outbox_checked):
+            return
+        self._outbox_checked = True
+        if self._audit_table:
+            with self.db.session("moving audit events") as conn, conn.transaction():
+                conn.execute(self._q("INSERT INTO {s}.audit (event) SELECT event FROM {s}.outbox ORDER BY id"))
+                conn.execute(self._q("DELETE FROM {s}.outbox"))
             return
         with self.db.session("moving audit events") as conn:
             with conn.transaction():
@@ -223,6 +348,25 @@ class PostgresBackend:
                     self.hook("after_audit_append")
                     conn.execute(self._q("DELETE FROM {s}.outbox WHERE id = ANY(%s)"),
                                  ([i for i, _ in rows],))
+
+    # -- the audit table (:mod:`memgate.retriever.stores.postgres.audit_table`) ------------------
+
+    def append_audit_rows(self, rows: list[tuple[str]]) -> None:
+        with self.lock:
+            if self._tx is not None:
+                self._run_many("INSERT INTO {s}.audit (event) VALUES (%s)", rows)
+                return
+            with self.db.session("writing audit events") as conn, conn.transaction():
+                conn.cursor().executemany(self._q("INSERT INTO {s}.audit (event) VALUES (%s)"), rows)
+
+    def read_audit_rows(self, after: int, limit: int) -> list[tuple[int, str]]:
+        with self.lock:
+            return [(int(i), str(e)) for i, e in self._rows(
+                "SELECT id, event FROM {s}.audit WHERE id > %s ORDER BY id LIMIT %s", (after, limit))]
+
+    def count_audit_rows(self) -> int:
+        with self.lock:
+            return int(self._rows("SELECT count(*) FROM {s}.audit")[0][0])
 
     # -- vectors ------------------------------------------------------------------------------
 
@@ -357,8 +501,12 @@ class PostgresBackend:
         return slot
 
     def put_tombstone(self, tomb: StoredMemory, seq: int) -> None:
-        self._erased = True  # (VACUUM after the commit: the old row version's bytes go too)
-        old_slot = self._slot_of(tomb)
+        self._erased = True  # (the eraser after the commit: the old row version's bytes go too)
+        found = self._rows("SELECT slot, (ctid::text::point)[0]::bigint FROM {s}.records "
+                           "WHERE namespace = %s AND memory_id = %s",
+                           (to_db(tomb.namespace), to_db(tomb.memory_id)))
+        old_slot = found[0][0] if found else None
+        self._erase_pages.update(int(page) for _, page in found)
         self._save(tomb, seq, (None, None))
         self._run("DELETE FROM {s}.derivations WHERE child_ns = %s AND child = %s",
                   (to_db(tomb.namespace), to_db(tomb.memory_id)))
@@ -496,7 +644,7 @@ class PostgresBackend:
             memory = self._to_memory((memory_id, namespace, text, revision, state, data))
             if record_signature(memory) != sig:
                 problems.append(f"{name}: signature column does not match its metadata")
-        if pending and self.audit is not None:
+        if pending and self.audit is not None and not self._audit_table:
             problems.append(f"{pending} audit event(s) not yet moved to the audit log")
         return problems
 

@@ -1,0 +1,158 @@
+"""The PostgreSQL store's page erasure: after a write that erased content commits (a forget's
+tombstones, :meth:`PostgresBackend.erase`), the old row versions holding the text and the vector
+are still in the records table's pages and the HNSW index's copy of the vector is still in the
+index until a ``VACUUM`` prunes them. :class:`Eraser` runs that ``VACUUM`` on a connection of its
+own, off the caller's path, within :data:`ERASURE_WINDOW_S` of the commit (docs/design.md
+section 7, "Erasure window"):
+
+- the requests of one window share one ``VACUUM (INDEX_CLEANUP ON, VERBOSE)`` of the records
+  table (a burst of forgets costs one table pass, not one each);
+- the pass checks PostgreSQL's own account of it (its ``VERBOSE`` report): a dead row version it
+  could not remove (a page another session held pinned, or a transaction whose snapshot still
+  sees it) makes it try again shortly, until the report says none is left;
+- a schema-wide ``erase_pending`` mark in ``meta`` (written by the erasing write, cleared by a
+  clean pass) makes the next process that opens the store finish the work after a crash;
+- ``close()`` finishes a pending pass before it returns (a short-lived process, the CLI, leaves
+  nothing behind).
+
+``background=False`` runs the pass in the writer's thread before the write returns (the old
+behaviour: the forget's latency includes the table pass).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Optional
+
+from memgate.retriever.errors import StoreError
+
+ERASURE_WINDOW_S = 5.0  # the contract: pages clean within this many seconds of the commit
+COALESCE_S = 0.25  # how long a request waits for others to share its pass
+IDLE_EXIT_S = 30.0  # an idle eraser thread ends after this long
+RETRY_S = 0.25  # the pause before another pass when the last one left dead versions behind
+log = logging.getLogger("memgate")
+
+# VACUUM VERBOSE's report of the table (PostgreSQL 15+): dead versions it could not remove
+_NOT_REMOVABLE = re.compile(r"(\d+) are dead but not yet removable")
+_MISSED = re.compile(r"tuples missed: (\d+) dead")
+
+
+def leftover(report: str) -> int:
+    """Dead row versions a ``VACUUM VERBOSE`` report says it left in the table's pages."""
+    return sum(int(m.group(1)) for pattern in (_NOT_REMOVABLE, _MISSED) for m in pattern.finditer(report))
+
+
+class Eraser:
+    """Runs ``vacuum()`` (returns the dead versions left, 0 when the pages are clean) for each
+    window of requests, on a daemon thread (``background=False``: at once, in the requester's
+    thread)."""
+
+    def __init__(self, vacuum: Callable[[], int], *, background: bool, describe: str) -> None:
+        self._vacuum = vacuum
+        self.background = bool(background)
+        self._describe = describe
+        self._cond = threading.Condition()
+        self._requested = 0  # generation of the last request
+        self._done = 0  # generation the last clean pass covered
+        self._closing = False
+        self._thread: Optional[threading.Thread] = None
+        self.passes = 0  # passes run (tests, the bench)
+        self.clean = True  # whether the last pass left the pages clean
+
+    def request(self) -> None:
+        """A write that erased content committed: clean the pages within the window."""
+        if not self.background:
+            self.clean = self._run_until_clean(deadline=time.monotonic() + ERASURE_WINDOW_S)
+            return
+        with self._cond:
+            self._requested += 1
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._loop, name="memgate-pg-eraser", daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+
+    def pending(self) -> bool:
+        with self._cond:
+            return self._done < self._requested
+
+    def wait(self, timeout: float = ERASURE_WINDOW_S) -> bool:
+        """Block until every request made so far is covered by a clean pass (or ``timeout``
+        seconds passed); True when it is."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            target = self._requested
+            while self._done < target:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+            return self.clean
+
+    def _pass(self) -> int:
+        self.passes += 1
+        try:
+            return self._vacuum()
+        except StoreError as exc:  # (the write is committed: the next pass or an autovacuum prunes)
+            log.warning("%s: erasing the pages failed: %s; trying again", self._describe, exc)
+            return -1
+
+    def _run_until_clean(self, deadline: float) -> bool:
+        while True:
+            left = self._pass()
+            if left == 0:
+                return True
+            if time.monotonic() >= deadline:
+                log.warning("%s: %s dead row version(s) still in the records table's pages after "
+                            "%.1f s (a long transaction holds them); the next forget or open "
+                            "tries again", self._describe, "some" if left < 0 else left, ERASURE_WINDOW_S)
+                return False
+            time.sleep(RETRY_S)
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while self._done >= self._requested and not self._closing:
+                    if not self._cond.wait(IDLE_EXIT_S) and self._done >= self._requested:
+                        self._thread = None  # idle: the thread ends (the next request starts one)
+                        return
+                if self._done >= self._requested:  # closing, nothing pending
+                    return
+            time.sleep(COALESCE_S if not self._closing else 0)  # let a burst share the pass
+            with self._cond:
+                target = self._requested
+            clean = self._run_until_clean(deadline=time.monotonic() + ERASURE_WINDOW_S - COALESCE_S)
+            with self._cond:  # (given up: waiters learn it from clean; a later request retries)
+                self.clean = clean
+                self._done = max(self._done, target)
+                self._cond.notify_all()
+
+    def close(self) -> None:
+        """Finish a pending pass (so a process that exits leaves clean pages), stop the thread."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+            thread = self._thread
+        if thread is not None:
+            thread.join(ERASURE_WINDOW_S + 1.0)
+
+
+def vacuum_report(conn: Any, statement: Any) -> str:
+    """Run ``VACUUM ... VERBOSE`` on ``conn`` and return its report (the server's notices)."""
+    notices: list[str] = []
+
+    def keep(diag: Any) -> None:
+        notices.append(str(diag.message_primary or ""))
+
+    conn.add_notice_handler(keep)
+    try:
+        conn.execute(statement)
+    finally:
+        conn.remove_notice_handler(keep)
+    return "\n".join(notices)
+
+
+__all__ = ["COALESCE_S", "ERASURE_WINDOW_S", "Eraser", "leftover", "vacuum_report"]
