@@ -25,9 +25,9 @@ from memgate.commands import audit as audit_cli
 from memgate.integrations import transfer
 from memgate.retriever import StoredMemory
 from memgate.retriever.audit import make_event
+from memgate.retriever.stores.postgres import tables
 from memgate.retriever.stores.postgres.audit_table import TableAuditLog
 from memgate.retriever.stores.postgres.store import PostgresStore
-from memgate.retriever.stores.postgres import tables
 from memgate.retriever.stores.postgres.tables import POSTGRES_FORMAT
 from tests import pg_test_server
 from tests.retriever.store_helpers import DIM, IDENT, vec
@@ -100,6 +100,8 @@ def test_a_format_1_schema_gets_the_audit_table_on_open_and_keeps_its_records(tm
         old_id = _id(m.add("written before the upgrade", user_id="alice"))
     # what main's code (format 1) created: no audit table, the vector's storage pgvector's own
     sql(ident(schema, "DROP TABLE {}.audit"))
+    sql(ident(schema, "DROP TABLE {}.erase_pages"))
+    sql(ident(schema, "ALTER TABLE {}.records DROP COLUMN pad"))
     sql(ident(schema, "ALTER TABLE {}.records ALTER COLUMN embedding SET STORAGE EXTERNAL"))
     sql(ident(schema, "ALTER TABLE {}.records RESET (toast_tuple_target)"))
     sql(ident(schema, "UPDATE {}.meta SET value = 'memgate-postgres/1' WHERE key = 'format'"))
@@ -153,7 +155,7 @@ def test_a_forget_returns_before_the_table_pass_and_the_pages_are_clean_within_5
     needles, _ = _forget(store, "secret", "the alarm code is 4417-2290")
     _clean_within(schema, needles, 5.0)
     assert store._backend.eraser.passes >= 1 and store.wait_erased(5.0)
-    assert "erase_pending" not in dict(sql(ident(schema, "SELECT key, value FROM {}.meta")))
+    assert sql(ident(schema, "SELECT count(*) FROM {}.erase_pages"))[0][0] == 0
     # a burst of forgets shares passes (one per window, not one per forget)
     before = store._backend.eraser.passes
     burst = [n for i in range(6) for n in _forget(store, f"s{i}", f"burst secret number {i} 90{i}")[0]]
@@ -168,7 +170,7 @@ def test_a_snapshot_holding_the_old_rows_delays_the_erasure_until_it_ends(tmp_pa
     the eraser reads VACUUM's own report, tries again, and cleans the pages once it ends."""
     store, schema = _store_with(tmp_path, "held")
     store.add(StoredMemory("held", "alice", "the safe opens with 5521-8080"), vec("held"), encoder=IDENT)
-    needles = ["the safe opens with 5521-8080".encode(), store.vectors_for(["held"])["held"].astype("<f4").tobytes()]
+    needles = [b"the safe opens with 5521-8080", store.vectors_for(["held"])["held"].astype("<f4").tobytes()]
     with psycopg.connect(pg_test_server.url()) as reader:  # (a transaction, REPEATABLE READ)
         reader.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         assert reader.execute(ident(schema, "SELECT count(*) FROM {}.records")).fetchone()[0] > 0
@@ -198,10 +200,10 @@ def test_close_finishes_a_pending_erasure_and_a_crash_leaves_it_to_the_next_open
     store.close()  # (before the window ended: close runs the pass)
     assert not found(schema, needles)
     # a process that ended before its pass: the mark in meta makes the next open erase
-    store = PostgresStore(pg_test_server.url(), IDENT, schema=schema, audit=None, erase_in_background=False)
-    store._backend.vacuum_on_forget = False  # (this "process" dies before any pass)
+    store = PostgresStore(pg_test_server.url(), IDENT, schema=schema, audit=None)
+    store._backend.eraser.request = lambda: None  # (this "process" dies before any pass)
     needles, _ = _forget(store, "y", "crash time secret 2718")
-    sql(ident(schema, "INSERT INTO {}.meta VALUES ('erase_pending', '1') ON CONFLICT (key) DO NOTHING"))
+    assert sql(ident(schema, "SELECT count(*) FROM {}.erase_pages"))[0][0] >= 1
     store._backend.db.close()
     assert found(schema, needles)
     reopened = PostgresStore(pg_test_server.url(), IDENT, schema=schema, audit=None)

@@ -18,7 +18,7 @@ from typing import Any, Literal, Optional, Union
 import numpy as np
 
 from memgate.retriever.audit.log import AuditLog
-from memgate.retriever.errors import AmbiguousMemoryError, StaleRevisionError, StoreError, UnknownMemoryError
+from memgate.retriever.errors import AmbiguousMemoryError, StaleRevisionError, UnknownMemoryError
 from memgate.retriever.records.identity import ENCODER_KEYS, check_encoder, normalize_identity
 from memgate.retriever.records.index import IndexEntry, index_entry, record_signature
 from memgate.retriever.records.links import check_namespace_arg, resolve_namespace
@@ -189,8 +189,8 @@ class PostgresBackend:
                         self._run_many("INSERT INTO {s}.outbox (event) VALUES (%s)",
                                        [(json.dumps(e),) for e in events])
                     if self._erase_pages and self.vacuum_on_forget:  # (the eraser's work list)
-                        self._run("INSERT INTO {s}.erase_pages SELECT unnest(%s::bigint[]) "
-                                  "ON CONFLICT DO NOTHING", (sorted(self._erase_pages),))
+                        self._run("INSERT INTO {s}.erase_pages (page) SELECT unnest(%s::bigint[])",
+                                  (sorted(self._erase_pages),))
                     self.hook("before_commit")
                 finally:
                     self._tx = None
@@ -277,7 +277,9 @@ class PostgresBackend:
         if self._eraser_db is None:
             self._eraser_db = Connection(self._url, on_connect=lambda conn: None, lock=threading.RLock())
         with self._eraser_db.session("erasing the pages of forgotten records") as conn:
-            pages = [int(p) for (p,) in conn.execute(self._q("SELECT page FROM {s}.erase_pages")).fetchall()]
+            listed = conn.execute(self._q("SELECT id, page FROM {s}.erase_pages")).fetchall()
+            pages = sorted({int(p) for _, p in listed})  # (a write that lists a page again meanwhile
+            # adds a row of its own, which this pass leaves for the next)
             report = vacuum_report(conn, self._q("VACUUM (INDEX_CLEANUP ON, VERBOSE) {s}.records"))
             left = leftover(report)
             if left or not pages:
@@ -285,7 +287,7 @@ class PostgresBackend:
             for page in pages:
                 self._scrub(conn, page)
             conn.execute(self._q("VACUUM (INDEX_CLEANUP OFF) {s}.records"))
-            conn.execute(self._q("DELETE FROM {s}.erase_pages WHERE page = ANY(%s)"), (pages,))
+            conn.execute(self._q("DELETE FROM {s}.erase_pages WHERE id = ANY(%s)"), ([i for i, _ in listed],))
         return 0
 
     def _scrub(self, conn: Any, page: int) -> None:
@@ -300,7 +302,8 @@ class PostgresBackend:
             return
         target, size = rows[0]
         used = sum(((int(n) + 23 + 7) // 8) * 8 + 4 for _, n in rows)  # (tuple headers, line pointers)
-        room = 8192 - 24 - used - 8  # the page header, the new line pointer
+        room = 8192 - 24 - used - 8 - ((int(size) + 23 + 7) // 8) * 8  # the page header, the new
+        # line pointer, the row's own bytes (the padded version holds them too)
         for fill in (room, room - 64, room - 256, room - 1024, room - 3072):
             if fill < 16:
                 return

@@ -10,8 +10,10 @@ section 7, "Erasure window"):
 - the pass checks PostgreSQL's own account of it (its ``VERBOSE`` report): a dead row version it
   could not remove (a page another session held pinned, or a transaction whose snapshot still
   sees it) makes it try again shortly, until the report says none is left;
-- a schema-wide ``erase_pending`` mark in ``meta`` (written by the erasing write, cleared by a
-  clean pass) makes the next process that opens the store finish the work after a crash;
+- PostgreSQL does not zero the space pruning frees: the pass then scrubs each page that held an
+  erased version (:meth:`PostgresBackend._vacuum_pass`), listed in the ``erase_pages`` table by
+  the erasing write itself, so the next process that opens the store finishes the work after a
+  crash;
 - ``close()`` finishes a pending pass before it returns (a short-lived process, the CLI, leaves
   nothing behind).
 

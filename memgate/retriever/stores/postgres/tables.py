@@ -15,8 +15,8 @@ Tables (schema ``<name>``, default ``memgate``):
 ``suppressed``        the suppression list (keyed hashes of forgotten content)
 ``suppression_keys``  keys of imported suppression entries
 ``outbox``            audit events committed with their write, moved to an audit log file after it
-``erase_pages``       pages of ``records`` that held erased row versions, until the eraser has
-                      pruned and scrubbed them (:mod:`memgate.retriever.stores.postgres.eraser`);
+``erase_pages``       pages of ``records`` that held erased row versions (one row per write
+                      and page), until the eraser has pruned and scrubbed them (:mod:`memgate.retriever.stores.postgres.eraser`);
                       ``records.pad`` (always NULL in a committed row) is its scrubbing column
 ``audit``             the audit trail kept in the database (when no audit log file is given):
                       one row per event, ``id`` in commit order of the writes that made it
@@ -93,7 +93,7 @@ _FORMAT_2 = (
     "ALTER TABLE {s}.records SET (toast_tuple_target = 8160)",
     "ALTER TABLE {s}.records ADD COLUMN IF NOT EXISTS pad bytea",
     "ALTER TABLE {s}.records ALTER COLUMN pad SET STORAGE PLAIN",
-    "CREATE TABLE IF NOT EXISTS {s}.erase_pages (page bigint PRIMARY KEY)",
+    "CREATE TABLE IF NOT EXISTS {s}.erase_pages (id bigserial PRIMARY KEY, page bigint NOT NULL)",
 )
 _HNSW = "CREATE INDEX records_embedding ON {s}.records USING hnsw (embedding vector_cosine_ops)"
 
