@@ -47,22 +47,28 @@ class TableAuditLog(AuditLog):
 
     def append_many(self, events: Iterable[Mapping[str, Any]]) -> None:
         rows = encode(events)
-        if rows:
-            self._backend.append_audit_rows(rows)
+        if not rows:
+            return
+        b = self._backend
+        with b.lock:
+            if b._tx is not None:  # (inside a write: commits with it)
+                b._run_many("INSERT INTO {s}.audit (event) VALUES (%s)", rows)
+                return
+            with b.db.session("writing audit events") as conn, conn.transaction():
+                conn.cursor().executemany(b._q("INSERT INTO {s}.audit (event) VALUES (%s)"), rows)
 
     def events(self) -> Iterator[dict[str, Any]]:
         """Every event in insertion order (read in pages of 10,000 rows)."""
         last = 0
         while True:
-            rows = self._backend.read_audit_rows(last, 10_000)
+            with self._backend.lock:
+                rows = self._backend._rows("SELECT id, event FROM {s}.audit WHERE id > %s ORDER BY id "
+                                           "LIMIT 10000", (last,))
             for _, event in rows:
                 yield json.loads(event)
             if len(rows) < 10_000:
                 return
             last = rows[-1][0]
-
-    def count(self) -> int:
-        return self._backend.count_audit_rows()
 
 
 __all__ = ["TableAuditLog", "encode"]

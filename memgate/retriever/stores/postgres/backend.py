@@ -27,7 +27,7 @@ from memgate.retriever.records.primitives import Event, Key
 from memgate.retriever.records.suppression import Suppressed, new_key
 from memgate.retriever.stores.postgres.audit_table import TableAuditLog, encode
 from memgate.retriever.stores.postgres.connection import Connection, psycopg, register_vector, sql
-from memgate.retriever.stores.postgres.eraser import Eraser, leftover, vacuum_report
+from memgate.retriever.stores.postgres.eraser import Eraser, delete_rows, erasure_pass
 from memgate.retriever.stores.postgres.tables import (
     as_array,
     check_schema_name,
@@ -89,19 +89,17 @@ class PostgresBackend:
         self.audit: Optional[AuditLog] = TableAuditLog(self) if audit == "table" else (
             None if isinstance(audit, str) else audit or None)
         self._audit_table = isinstance(self.audit, TableAuditLog)
-        self._eraser_db: Optional[Connection] = None
-        self._url = url
+        self._eraser_db: Optional[Connection] = None  # (the eraser's own connection)
         self.eraser = Eraser(self._vacuum_pass, background=erase_in_background, describe=self.describe())
         self._mirror = np.zeros((0, self.dim), dtype=np.float32)  # slot -> vector (a cache)
         self._have = np.zeros(0, dtype=bool)  # slots whose vector the mirror holds
         self._rows_known = 0  # mirror rows vector_matrix() exposes (highest slot seen + 1)
         self._slots: dict[Key, int] = {}  # (namespace, id) -> its slot in the mirror
-        # the open write's counters, new or dead vectors (slot -> vector, None: gone) and whether
-        # it erased anything (a forget: VACUUM after the commit)
+        # the open write's counters, new or dead vectors (slot -> vector, None: gone), erasures
         self._counters: dict[str, int] = {}
         self._born: dict[int, Optional[np.ndarray]] = {}
         self._erased = False
-        self._erase_pages: set[int] = set()  # pages of records the open write erased rows on
+        self._erase_pages: set[int] = set()  # (pages of records: the eraser's work list)
         self._outbox_checked = False
         self.flush_outbox()
         if self.vacuum_on_forget and self._rows("SELECT 1 FROM {s}.erase_pages LIMIT 1"):
@@ -210,12 +208,9 @@ class PostgresBackend:
         erasure path of a forget's tombstone, for callers that remove records without leaving a
         tombstone (an expiry sweep, a reset). Runs inside the open write when there is one (the
         pages are cleaned after its commit), else as a write of its own; ``wait``: return only
-        once the pages are clean (:meth:`wait_erased`). Returns the records deleted.
-
-        A deleted row leaves no entry in the change log, so other processes' retrievers learn of
-        it when they reload; a removal they must see at once writes tombstones (the forget path,
-        whose pages the eraser cleans the same way) or calls :meth:`request_erasure` after its
-        own write."""
+        once the pages are clean (:meth:`wait_erased`). Returns the records deleted. (A deleted
+        row leaves no change-log entry: other processes' retrievers see it at their reload;
+        tombstones, the forget path, reach them at once.)"""
         keys = list(keys)
         if self._tx is None:
             with self.lock, self.write():
@@ -224,30 +219,18 @@ class PostgresBackend:
                 self.wait_erased()
             return n
         keys = [(to_db(ns), to_db(mid)) for ns, mid in keys]
-        n = 0
-        for start in range(0, len(keys), 10_000):
-            chunk = keys[start:start + 10_000]
-            nss, mids = [k[0] for k in chunk], [k[1] for k in chunk]
-            rows = self._tx.execute(self._q(
-                "DELETE FROM {s}.records r USING unnest(%s::text[], %s::text[]) AS k(ns, id) "
-                "WHERE r.namespace = k.ns AND r.memory_id = k.id "
-                "RETURNING r.slot, (r.ctid::text::point)[0]::bigint"), (nss, mids)).fetchall()
-            self._tx.execute(self._q(
-                "DELETE FROM {s}.derivations d USING unnest(%s::text[], %s::text[]) AS k(ns, id) "
-                "WHERE (d.child_ns = k.ns AND d.child = k.id) OR (d.parent_ns = k.ns AND d.parent = k.id)"),
-                (nss, mids))
-            for slot, page in rows:
-                self._erase_pages.add(int(page))
-                if slot is not None:
-                    self._born[int(slot)] = None
-            n += len(rows)
+        deleted = delete_rows(self._tx, self._q, keys)
+        for slot, page in deleted:
+            self._erase_pages.add(page)
+            if slot is not None:
+                self._born[slot] = None
+        n = len(deleted)
         for ns, mid in keys:
             self._slots.pop((from_db(ns), from_db(mid)), None)  # (other processes: see the docstring)
         self._erased = self._erased or n > 0
         return n
 
-    def request_erasure(self) -> None:
-        """Have the records table's pages cleaned (as after a forget) within the window."""
+    def request_erasure(self) -> None:  # (the pages cleaned as after a forget, in the window)
         self.eraser.request()
 
     def wait_erased(self, timeout: float = 5.0) -> bool:
@@ -256,70 +239,18 @@ class PostgresBackend:
         return self.eraser.wait(timeout)
 
     def _vacuum_pass(self) -> int:
-        """One erasure pass (on the eraser's own connection), for the pages listed in
-        ``erase_pages`` by any process:
-
-        1. ``VACUUM (INDEX_CLEANUP ON, VERBOSE)`` of the records table: the dead row versions
-           holding the erased text and vector are pruned and their entries leave every index,
-           the HNSW graph's copy of the vector included (pgvector zeroes a deleted element; a
-           plain VACUUM skips the indexes while under 2 % of the table's pages hold dead rows,
-           which at 100,000 records is always). Returns early, the pages kept, when its report
-           says it left dead versions (a pinned page, an open snapshot): the eraser retries.
-        2. PostgreSQL does not zero the space pruning frees, and that space is the top of the
-           page's free space (live rows are moved up over it): each listed page is scrubbed by
-           an ``UPDATE`` of one of its live rows that adds a run of zero bytes (``pad``, stored
-           plain) as large as the page holds, so the new version lands on the same page over
-           the freed bytes, and is rolled back (nothing changes; the bytes stay written).
-        3. ``VACUUM (INDEX_CLEANUP OFF)`` prunes the rolled-back versions (only the pages not
-           all-visible are read), and the pages leave the list.
-
-        Returns the dead versions left (0: done)."""
+        """One erasure pass on the eraser's own connection
+        (:func:`memgate.retriever.stores.postgres.eraser.erasure_pass`): the dead versions left
+        (0: done)."""
         if self._eraser_db is None:
-            self._eraser_db = Connection(self._url, on_connect=lambda conn: None, lock=threading.RLock())
+            self._eraser_db = Connection(self.db._url, on_connect=lambda conn: None, lock=threading.RLock())
         with self._eraser_db.session("erasing the pages of forgotten records") as conn:
-            listed = conn.execute(self._q("SELECT id, page FROM {s}.erase_pages")).fetchall()
-            pages = sorted({int(p) for _, p in listed})  # (a write that lists a page again meanwhile
-            # adds a row of its own, which this pass leaves for the next)
-            report = vacuum_report(conn, self._q("VACUUM (INDEX_CLEANUP ON, VERBOSE) {s}.records"))
-            left = leftover(report)
-            if left or not pages:
-                return left
-            for page in pages:
-                self._scrub(conn, page)
-            conn.execute(self._q("VACUUM (INDEX_CLEANUP OFF) {s}.records"))
-            conn.execute(self._q("DELETE FROM {s}.erase_pages WHERE id = ANY(%s)"), ([i for i, _ in listed],))
-        return 0
-
-    def _scrub(self, conn: Any, page: int) -> None:
-        """Overwrite the free space of ``page`` of the records table (step 2 of
-        :meth:`_vacuum_pass`): tries sizes from the page's estimated free space down until the
-        padded version lands on the page itself."""
-        low, high = f"({page},0)", f"({page + 1},0)"
-        rows = conn.execute(self._q(
-            "SELECT ctid, pg_column_size(r.*) FROM {s}.records r WHERE ctid >= %s::tid AND ctid < %s::tid"),
-            (low, high)).fetchall()
-        if not rows:  # (an empty page: VACUUM truncates it when it is the last)
-            return
-        target, size = rows[0]
-        used = sum(((int(n) + 23 + 7) // 8) * 8 + 4 for _, n in rows)  # (tuple headers, line pointers)
-        room = 8192 - 24 - used - 8 - ((int(size) + 23 + 7) // 8) * 8  # the page header, the new
-        # line pointer, the row's own bytes (the padded version holds them too)
-        for fill in (room, room - 64, room - 256, room - 1024, room - 3072):
-            if fill < 16:
-                return
-            with conn.transaction(force_rollback=True):
-                moved = conn.execute(self._q(
-                    "UPDATE {s}.records SET pad = decode(repeat('00', %s), 'hex') WHERE ctid = %s::tid "
-                    "RETURNING (ctid::text::point)[0]::bigint"), (int(fill), str(target))).fetchone()
-            if moved is not None and int(moved[0]) == page:
-                return
+            return erasure_pass(conn, self._q)
 
     def compact(self) -> None:
-        """``VACUUM FULL`` the store's tables: PostgreSQL rewrites them (and rebuilds their
-        indexes) into new files, so the bytes of erased row versions that a plain VACUUM left in
-        pages' free space are in no data file any more (the WAL and backups keep them as long as
-        the operator does). Takes an exclusive lock on each table while it runs (writers and
-        searches wait): an operator's maintenance step, e.g. after a batch of forget requests."""
+        """``VACUUM FULL`` the store's tables: rewritten (indexes rebuilt) into new files, so no
+        data file keeps an erased row version's bytes (the WAL and backups keep them as long as
+        the operator does). An exclusive lock on each table while it runs: an operator's step."""
         with self.lock:
             with self.db.session("compacting the store") as conn:
                 for table in ("records", "derivations", "suppressed", "outbox"):
@@ -351,25 +282,6 @@ class PostgresBackend:
                     self.hook("after_audit_append")
                     conn.execute(self._q("DELETE FROM {s}.outbox WHERE id = ANY(%s)"),
                                  ([i for i, _ in rows],))
-
-    # -- the audit table (:mod:`memgate.retriever.stores.postgres.audit_table`) ------------------
-
-    def append_audit_rows(self, rows: list[tuple[str]]) -> None:
-        with self.lock:
-            if self._tx is not None:
-                self._run_many("INSERT INTO {s}.audit (event) VALUES (%s)", rows)
-                return
-            with self.db.session("writing audit events") as conn, conn.transaction():
-                conn.cursor().executemany(self._q("INSERT INTO {s}.audit (event) VALUES (%s)"), rows)
-
-    def read_audit_rows(self, after: int, limit: int) -> list[tuple[int, str]]:
-        with self.lock:
-            return [(int(i), str(e)) for i, e in self._rows(
-                "SELECT id, event FROM {s}.audit WHERE id > %s ORDER BY id LIMIT %s", (after, limit))]
-
-    def count_audit_rows(self) -> int:
-        with self.lock:
-            return int(self._rows("SELECT count(*) FROM {s}.audit")[0][0])
 
     # -- vectors ------------------------------------------------------------------------------
 

@@ -157,4 +157,82 @@ def vacuum_report(conn: Any, statement: Any) -> str:
     return "\n".join(notices)
 
 
-__all__ = ["COALESCE_S", "ERASURE_WINDOW_S", "Eraser", "leftover", "vacuum_report"]
+def erasure_pass(conn: Any, q: Callable[[str], Any]) -> int:
+    """One erasure pass (on the eraser's own connection), for the pages listed in
+    ``erase_pages`` by any process:
+
+    1. ``VACUUM (INDEX_CLEANUP ON, VERBOSE)`` of the records table: the dead row versions
+       holding the erased text and vector are pruned and their entries leave every index,
+       the HNSW graph's copy of the vector included (pgvector zeroes a deleted element; a
+       plain VACUUM skips the indexes while under 2 % of the table's pages hold dead rows,
+       which at 100,000 records is always). Returns early, the pages kept, when its report
+       says it left dead versions (a pinned page, an open snapshot): the eraser retries.
+    2. PostgreSQL does not zero the space pruning frees, and that space is the top of the
+       page's free space (live rows are moved up over it): each listed page is scrubbed by
+       an ``UPDATE`` of one of its live rows that adds a run of zero bytes (``pad``, stored
+       plain) as large as the page holds, so the new version lands on the same page over
+       the freed bytes, and is rolled back (nothing changes; the bytes stay written).
+    3. ``VACUUM (INDEX_CLEANUP OFF)`` prunes the rolled-back versions (only the pages not
+       all-visible are read), and the pages leave the list.
+
+    Returns the dead versions left (0: done).
+    """
+    listed = [(int(i), int(p)) for i, p in conn.execute(q("SELECT id, page FROM {s}.erase_pages")).fetchall()]
+    pages = sorted({p for _, p in listed})  # (a write that lists a page again meanwhile adds a row of
+    # its own, which this pass leaves for the next)
+    report = vacuum_report(conn, q("VACUUM (INDEX_CLEANUP ON, VERBOSE) {s}.records"))
+    left = leftover(report)
+    if left or not pages:
+        return left
+    failed = {page for page in pages if not scrub(conn, q, page)}
+    conn.execute(q("VACUUM (INDEX_CLEANUP OFF) {s}.records"))
+    conn.execute(q("DELETE FROM {s}.erase_pages WHERE id = ANY(%s)"), ([i for i, p in listed if p not in failed],))
+    return len(failed)  # (a page whose row a writer held or moved meanwhile: the next pass)
+
+
+def delete_rows(tx: Any, q: Callable[[str], Any], keys: list[tuple[str, str]]) -> list[tuple[Optional[int], int]]:
+    """Delete the records rows of ``keys`` (``(namespace, memory_id)``, database form) and their
+    derivation links in the open transaction ``tx``; returns ``(slot, page)`` of each row."""
+    out: list[tuple[Optional[int], int]] = []
+    for start in range(0, len(keys), 10_000):
+        chunk = keys[start:start + 10_000]
+        nss, mids = [k[0] for k in chunk], [k[1] for k in chunk]
+        rows = tx.execute(q(
+            "DELETE FROM {s}.records r USING unnest(%s::text[], %s::text[]) AS k(ns, id) "
+            "WHERE r.namespace = k.ns AND r.memory_id = k.id "
+            "RETURNING r.slot, (r.ctid::text::point)[0]::bigint"), (nss, mids)).fetchall()
+        tx.execute(q(
+            "DELETE FROM {s}.derivations d USING unnest(%s::text[], %s::text[]) AS k(ns, id) "
+            "WHERE (d.child_ns = k.ns AND d.child = k.id) OR (d.parent_ns = k.ns AND d.parent = k.id)"),
+            (nss, mids))
+        out += [(None if slot is None else int(slot), int(page)) for slot, page in rows]
+    return out
+
+
+def scrub(conn: Any, q: Callable[[str], Any], page: int) -> bool:
+    """Overwrite the free space of ``page`` of the records table (step 2 of
+    :func:`erasure_pass`): tries sizes from the page's estimated free space down until the
+    padded version lands on the page itself. False when no size did (try again later)."""
+    low, high = f"({page},0)", f"({page + 1},0)"
+    rows = conn.execute(q(
+        "SELECT ctid, pg_column_size(r.*) FROM {s}.records r WHERE ctid >= %s::tid AND ctid < %s::tid"),
+        (low, high)).fetchall()
+    if not rows:  # (an empty page: VACUUM truncates it when it is the last)
+        return True
+    target, size = rows[0]
+    used = sum(((int(n) + 23 + 7) // 8) * 8 + 4 for _, n in rows)  # (tuple headers, line pointers)
+    room = 8192 - 24 - used - 8 - ((int(size) + 23 + 7) // 8) * 8  # the page header, the new
+    # line pointer, the row's own bytes (the padded version holds them too)
+    for fill in (room, room - 64, room - 256, room - 1024, room - 3072):
+        if fill < 16:  # (no room for a text or a vector to hide in)
+            return True
+        with conn.transaction(force_rollback=True):
+            moved = conn.execute(q(
+                "UPDATE {s}.records SET pad = decode(repeat('00', %s), 'hex') WHERE ctid = %s::tid "
+                "RETURNING (ctid::text::point)[0]::bigint"), (int(fill), str(target))).fetchone()
+        if moved is not None and int(moved[0]) == page:
+            return True
+    return False
+
+
+__all__ = ["COALESCE_S", "ERASURE_WINDOW_S", "Eraser", "delete_rows", "erasure_pass", "leftover", "scrub", "vacuum_report"]
