@@ -211,28 +211,37 @@ def delete_rows(tx: Any, q: Callable[[str], Any], keys: list[tuple[str, str]]) -
 
 def scrub(conn: Any, q: Callable[[str], Any], page: int) -> bool:
     """Overwrite the free space of ``page`` of the records table (step 2 of
-    :func:`erasure_pass`): tries sizes from the page's estimated free space down until the
-    padded version lands on the page itself. False when no size did (try again later)."""
+    :func:`erasure_pass`), in one transaction that is rolled back: one of the page's live rows is
+    updated, again and again, each time in a savepoint rolled back at once, to a minimal version
+    (no text, no vector) plus a run of zero bytes as large as still lands on the page itself
+    (PostgreSQL keeps an updated version on its page while it fits; a rolled-back version keeps
+    its place until pruned), from the top of the free space down, halving the run when it does
+    not fit. What stays unwritten is less than one minimal version (about 200 bytes) at the
+    bottom of the free space. (Row reads go by ``ctid``, which does not prune the page.) False when the page's row could not be updated (a writer held or moved it:
+    the next pass tries again)."""
     low, high = f"({page},0)", f"({page + 1},0)"
-    rows = conn.execute(q(
-        "SELECT ctid, pg_column_size(r.*) FROM {s}.records r WHERE ctid >= %s::tid AND ctid < %s::tid"),
-        (low, high)).fetchall()
-    if not rows:  # (an empty page: VACUUM truncates it when it is the last)
+    found = conn.execute(q("SELECT ctid FROM {s}.records WHERE ctid >= %s::tid AND ctid < %s::tid LIMIT 1"),
+                         (low, high)).fetchone()
+    if found is None:  # (an empty page: VACUUM truncates it when it is the last)
         return True
-    target, size = rows[0]
-    used = sum(((int(n) + 23 + 7) // 8) * 8 + 4 for _, n in rows)  # (tuple headers, line pointers)
-    room = 8192 - 24 - used - 8 - ((int(size) + 23 + 7) // 8) * 8  # the page header, the new
-    # line pointer, the row's own bytes (the padded version holds them too)
-    for fill in (room, room - 64, room - 256, room - 1024, room - 3072):
-        if fill < 16:  # (no room for a text or a vector to hide in)
-            return True
-        with conn.transaction(force_rollback=True):
-            moved = conn.execute(q(
-                "UPDATE {s}.records SET pad = decode(repeat('00', %s), 'hex') WHERE ctid = %s::tid "
-                "RETURNING (ctid::text::point)[0]::bigint"), (int(fill), str(target))).fetchone()
-        if moved is not None and int(moved[0]) == page:
-            return True
-    return False
+    target = str(found[0])
+    size, attempts = 7900, 0  # (a version is at most 8160 bytes)
+    with conn.transaction(force_rollback=True):
+        while size >= 16 and attempts < 40:
+            attempts += 1
+            with conn.transaction(force_rollback=True):  # (a savepoint: a miss is undone)
+                moved = conn.execute(q(
+                    "UPDATE {s}.records SET pad = decode(repeat('00', %s), 'hex'), text = NULL, "
+                    "embedding = NULL, slot = NULL, data = '' WHERE ctid = %s::tid "
+                    "RETURNING ctid, (ctid::text::point)[0]::bigint"), (size, target)).fetchone()
+            if moved is None:
+                return False
+            if int(moved[1]) != page:
+                size //= 2
+                continue
+            # landed: rolled back, the version still takes its place on the page until pruned,
+            # so the next one (of the same row's live version) lands below it
+    return True
 
 
 __all__ = ["COALESCE_S", "ERASURE_WINDOW_S", "Eraser", "delete_rows", "erasure_pass", "leftover", "scrub", "vacuum_report"]
