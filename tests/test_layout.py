@@ -88,6 +88,8 @@ LAZY = {
         "serve extra: the MCP server needs the mcp SDK",
     ("memgate.retriever.retriever", "memgate.retriever.stores.postgres.store"):
         "postgres extra: GatedRetriever.open_postgres loads psycopg only when called",
+    ("memgate.commands.audit", "memgate.retriever.stores.postgres.store"):
+        "postgres extra: memgate audit --url loads psycopg only when called",
 }
 
 

@@ -195,8 +195,10 @@ def _run(args: argparse.Namespace) -> int:
             _print(args, {"imported": n}, f"imported {n} records from {args.src}")
         else:
             problems = store.verify() if hasattr(store, "verify") else []
-            log = getattr(getattr(store, "audit", None), "path", None)
-            check = verify_log(log) if log is not None and Path(log).is_file() else None
+            audit = getattr(store, "audit", None)
+            log = getattr(audit, "path", None)
+            check = verify_log(log) if log is not None and Path(log).is_file() else (
+                verify_log(audit) if audit is not None and log is None else None)
             report = {"problems": problems, "audit": None if check is None else {
                 "queries": check.queries, "ok": check.ok, "violations": check.violations,
                 "torn_lines": check.torn_lines}}

@@ -99,9 +99,15 @@ def export_store(store: Any, out: str | Path, *, audit_path: Optional[Path] = No
     (out / SUPPRESSION).write_text(json.dumps(suppression, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     files = {RECORDS: _sha256(out / RECORDS), VECTORS: _sha256(out / VECTORS),
              SUPPRESSION: _sha256(out / SUPPRESSION)}
-    audit = audit_path or getattr(getattr(store, "audit", None), "path", None)
+    log = getattr(store, "audit", None)
+    audit = audit_path or getattr(log, "path", None)
     if audit is not None and Path(audit).is_file():
         (out / AUDIT).write_bytes(Path(audit).read_bytes())
+        files[AUDIT] = _sha256(out / AUDIT)
+    elif audit is None and log is not None:  # a trail kept in the database (PostgreSQL's table)
+        with (out / AUDIT).open("w", encoding="utf-8") as handle:
+            for event in log.events():
+                handle.write(json.dumps(event, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n")
         files[AUDIT] = _sha256(out / AUDIT)
     manifest = {"format": EXPORT_FORMAT, "encoder": dict(store.encoder_identity),
                 "records": len(keys), "vectors": len(rows), "suppressed": len(suppression["entries"]),

@@ -10,7 +10,7 @@ from typing import Any, Optional
 
 from memgate.contract.records import QueryContext
 from memgate.retriever.access import Access
-from memgate.retriever.audit.log import AuditError, AuditLog, iter_events, make_event
+from memgate.retriever.audit.log import AuditError, AuditLog, make_event
 from memgate.retriever.audit.trails import TrailStep, trail
 from memgate.retriever.config import RetrieverConfig
 from memgate.retriever.query.gate import RetrieverGate
@@ -106,8 +106,7 @@ class ExposureAudit:
         if self.audit is None:
             raise RuntimeError("this store keeps no audit log (pass audit_log= for a Qdrant server)")
         self.store.flush_outbox()  # every committed store event is in the log
-        return trail(iter_events(self.audit.path, self.audit), memory_id, namespace=record.namespace,
-                     principal=principal)
+        return trail(self.audit.events(), memory_id, namespace=record.namespace, principal=principal)
 
     def report_answer(self, query_id: str, answer: str) -> list[Disclosure]:
         """Scan the answer the caller produced for the protected markers of the memories in the

@@ -72,7 +72,7 @@ def test_the_store_records_its_format_and_encoder_and_refuses_others(tmp_path, s
             PostgresStore(url, IDENT, schema=bad)
 
 
-@pytest.mark.parametrize("found, message", [("memgate-postgres/2", "written by a newer memgate"),
+@pytest.mark.parametrize("found, message", [("memgate-postgres/3", "written by a newer memgate"),
                                             ("something-else", "this memgate opens")])
 def test_a_newer_or_unknown_format_is_refused_with_the_fix(store, found, message):
     sql(psycopg.sql.SQL("UPDATE {}.meta SET value = %s WHERE key = 'format'").format(
@@ -239,7 +239,7 @@ def test_sql_like_ids_namespaces_and_metadata_keys_on_every_surface(tmp_path):
         assert [it.namespace for it in result.items] == [word]
     assert len(store) == len(hostile) and store.verify() == []
     assert sql("SELECT count(*) FROM information_schema.tables WHERE table_schema = %s",
-               (store.schema,))[0][0] == 6  # nothing dropped
+               (store.schema,))[0][0] == 8  # nothing dropped
     store.close()
 
 
@@ -270,13 +270,18 @@ def test_a_closed_store_says_so(store):
 
 
 def test_a_failed_vacuum_after_a_forget_warns_and_keeps_the_forget(store, caplog):
-    """VACUUM runs after the commit (it cannot run inside a transaction): when it fails (a role
-    that does not own the table, say), the forget stands and the store says so once."""
+    """VACUUM runs after the commit (it cannot run inside a transaction), in the eraser: when it
+    fails (a role that does not own the table, say), the forget stands, the store says so, and
+    the pages stay listed for the next pass."""
     store.add(StoredMemory("m", "alice", "a detail to forget"), vec("m"), encoder=IDENT)
-    store._backend._sql["VACUUM (INDEX_CLEANUP ON) {s}.records"] = psycopg.sql.SQL("VACUUM no_such_schema.no_such_table")
+    store._backend._sql["VACUUM (INDEX_CLEANUP ON, VERBOSE) {s}.records"] = psycopg.sql.SQL(
+        "VACUUM no_such_schema.no_such_table")
     directive = store.forget("m", StoredMemory("m-f", "alice", "forget it"), vec("f"), encoder=IDENT)
     assert store.get("m").forgotten and store.get(directive.memory_id) is not None
-    assert "stay in the data files until the next (auto)vacuum" in caplog.text
+    assert not store.wait_erased(1.0)
+    assert "erasing the pages failed" in caplog.text
+    assert sql(psycopg.sql.SQL("SELECT count(*) FROM {}.erase_pages").format(
+        psycopg.sql.Identifier(store.schema)))[0][0] >= 1
 
 
 def test_compact_leaves_no_erased_bytes_in_any_data_file(tmp_path, store):

@@ -183,16 +183,18 @@ class LogCheck:
         return not self.violations
 
 
-def verify_log(path: str | os.PathLike[str]) -> LogCheck:
+def verify_log(source: str | os.PathLike[str] | AuditLog) -> LogCheck:
     """Check every logged query: R subset of the ids stored before it (W), E subset of R,
-    one retrieval per query id, no content keys."""
+    one retrieval per query id, no content keys. ``source``: a log file, or an :class:`AuditLog`
+    (whose ``events()`` are read: a trail kept in a database)."""
     log = AuditLog.__new__(AuditLog)  # reader only: no directory creation
     log.torn_lines = 0
     check = LogCheck()
+    events = source.events() if isinstance(source, AuditLog) else iter_events(source, log)
     stored: set[str] = set()
     stored_keys: set[tuple[Any, ...]] = set()
     retrieved: dict[str, set[Any]] = {}
-    for e in iter_events(path, log):
+    for e in events:
         kind = e.get("event")
         try:
             _check_no_text(e, "")

@@ -13,19 +13,21 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, Optional
+from typing import Any, Literal, Optional, Union
 
 import numpy as np
 
 from memgate.retriever.audit.log import AuditLog
-from memgate.retriever.errors import AmbiguousMemoryError, StaleRevisionError, StoreError, UnknownMemoryError
+from memgate.retriever.errors import AmbiguousMemoryError, StaleRevisionError, UnknownMemoryError
 from memgate.retriever.records.identity import ENCODER_KEYS, check_encoder, normalize_identity
 from memgate.retriever.records.index import IndexEntry, index_entry, record_signature
 from memgate.retriever.records.links import check_namespace_arg, resolve_namespace
 from memgate.retriever.records.memory import StoredMemory
 from memgate.retriever.records.primitives import Event, Key
 from memgate.retriever.records.suppression import Suppressed, new_key
+from memgate.retriever.stores.postgres.audit_table import TableAuditLog, encode
 from memgate.retriever.stores.postgres.connection import Connection, psycopg, register_vector, sql
+from memgate.retriever.stores.postgres.eraser import Eraser, delete_rows, erasure_pass
 from memgate.retriever.stores.postgres.tables import (
     as_array,
     check_schema_name,
@@ -54,8 +56,9 @@ class PostgresBackend:
     """Records and vectors in one PostgreSQL schema (the arguments are
     :class:`memgate.retriever.stores.postgres.store.PostgresStore`'s)."""
 
-    def __init__(self, url: str, encoder_identity: Any, *, schema: str, audit: Optional[AuditLog],
-                 clock: Callable[[], str], vacuum_on_forget: bool) -> None:
+    def __init__(self, url: str, encoder_identity: Any, *, schema: str,
+                 audit: Union[AuditLog, None, Literal["table"]], clock: Callable[[], str],
+                 vacuum_on_forget: bool, erase_in_background: bool = True) -> None:
         self.schema = check_schema_name(schema)
         self.vacuum_on_forget = bool(vacuum_on_forget)
         self.clock = clock
@@ -83,17 +86,24 @@ class PostgresBackend:
             except BaseException:
                 self.db.close()
                 raise
-        self.audit: Optional[AuditLog] = audit or None
+        self.audit: Optional[AuditLog] = TableAuditLog(self) if audit == "table" else (
+            None if isinstance(audit, str) else audit or None)
+        self._audit_table = isinstance(self.audit, TableAuditLog)
+        self._eraser_db: Optional[Connection] = None  # (the eraser's own connection)
+        self.eraser = Eraser(self._vacuum_pass, background=erase_in_background, describe=self.describe())
         self._mirror = np.zeros((0, self.dim), dtype=np.float32)  # slot -> vector (a cache)
         self._have = np.zeros(0, dtype=bool)  # slots whose vector the mirror holds
         self._rows_known = 0  # mirror rows vector_matrix() exposes (highest slot seen + 1)
         self._slots: dict[Key, int] = {}  # (namespace, id) -> its slot in the mirror
-        # the open write's counters, new or dead vectors (slot -> vector, None: gone) and whether
-        # it erased anything (a forget: VACUUM after the commit)
+        # the open write's counters, new or dead vectors (slot -> vector, None: gone), erasures
         self._counters: dict[str, int] = {}
         self._born: dict[int, Optional[np.ndarray]] = {}
         self._erased = False
+        self._erase_pages: set[int] = set()  # (pages of records: the eraser's work list)
+        self._outbox_checked = False
         self.flush_outbox()
+        if self.vacuum_on_forget and self._rows("SELECT 1 FROM {s}.erase_pages LIMIT 1"):
+            self.eraser.request()  # (a process ended before its eraser finished)
 
     # -- plumbing -----------------------------------------------------------------------------
 
@@ -111,8 +121,12 @@ class PostgresBackend:
                       "fewer than k records (exact search is unaffected)")
 
     def close(self) -> None:
-        """Close the connection (idempotent)."""
+        """Finish a pending page erasure, close the connections (idempotent)."""
+        if not self.db.closed:
+            self.eraser.close()
         self.db.close()
+        if self._eraser_db is not None:
+            self._eraser_db.close()
 
     def describe(self) -> str:
         return f"the PostgreSQL store {self.schema!r} at {self.where}"
@@ -163,12 +177,18 @@ class PostgresBackend:
                     events: list[Event] = []
                     self._born = {}
                     self._erased = False
+                    self._erase_pages = set()
                     yield events
                     self._run_many("UPDATE {s}.meta SET value = %s WHERE key = %s",
                                    [(str(v), k) for k, v in self._counters.items() if v != start[k]])
-                    if self.audit is not None and events:
+                    if self._audit_table and events:  # (the trail commits with the write)
+                        self._run_many("INSERT INTO {s}.audit (event) VALUES (%s)", encode(events))
+                    elif self.audit is not None and events:
                         self._run_many("INSERT INTO {s}.outbox (event) VALUES (%s)",
                                        [(json.dumps(e),) for e in events])
+                    if self._erase_pages and self.vacuum_on_forget:  # (the eraser's work list)
+                        self._run("INSERT INTO {s}.erase_pages (page) SELECT unnest(%s::bigint[])",
+                                  (sorted(self._erase_pages),))
                     self.hook("before_commit")
                 finally:
                     self._tx = None
@@ -176,30 +196,61 @@ class PostgresBackend:
                 self.mirror_set(slot, v)
         self.hook("after_commit")
         if self._erased and self.vacuum_on_forget:
-            self._vacuum()
-        self.flush_outbox()
+            self.eraser.request()
+        if not self._audit_table:
+            self.flush_outbox()
 
-    def _vacuum(self) -> None:
-        """``VACUUM (INDEX_CLEANUP ON)`` the records table after a forget: the dead row versions
-        holding the erased text and vector are pruned (no query, index scan or live row reaches
-        them) and their entries leave every index, the HNSW graph's copy of the vector included
-        (a plain VACUUM skips the indexes while under 2 % of the table's pages hold dead rows,
-        which at 100,000 records is always). PostgreSQL does not zero the space it frees: the
-        pruned bytes stay in the pages' free space until reused, which :meth:`compact` ends; the
-        WAL and backups keep them as long as the operator does."""
-        try:
-            with self.db.session("vacuuming after a forget") as conn:
-                conn.execute(self._q("VACUUM (INDEX_CLEANUP ON) {s}.records"))
-        except StoreError as exc:  # (the forget is committed: an autovacuum prunes them later)
-            _say_once(f"vacuum:{self.where}", f"{exc}; the erased row versions stay in the data files "
-                      "until the next (auto)vacuum")
+    # -- erasure (:mod:`memgate.retriever.stores.postgres.eraser`) -------------------------------
+
+    def erase(self, keys: Iterable[Key], *, wait: bool = False) -> int:
+        """Delete the records ``(namespace, memory_id)`` of ``keys`` outright (rows, derivation
+        links, their vectors in the mirror) and have their pages cleaned as after a forget: the
+        erasure path of a forget's tombstone, for callers that remove records without leaving a
+        tombstone (an expiry sweep, a reset). Runs inside the open write when there is one (the
+        pages are cleaned after its commit), else as a write of its own; ``wait``: return only
+        once the pages are clean (:meth:`wait_erased`). Returns the records deleted. (A deleted
+        row leaves no change-log entry: other processes' retrievers see it at their reload;
+        tombstones, the forget path, reach them at once.)"""
+        keys = list(keys)
+        if self._tx is None:
+            with self.lock, self.write():
+                n = self.erase(keys)
+            if wait:
+                self.wait_erased()
+            return n
+        keys = [(to_db(ns), to_db(mid)) for ns, mid in keys]
+        deleted = delete_rows(self._tx, self._q, keys)
+        for slot, page in deleted:
+            self._erase_pages.add(page)
+            if slot is not None:
+                self._born[slot] = None
+        n = len(deleted)
+        for ns, mid in keys:
+            self._slots.pop((from_db(ns), from_db(mid)), None)  # (other processes: see the docstring)
+        self._erased = self._erased or n > 0
+        return n
+
+    def request_erasure(self) -> None:  # (the pages cleaned as after a forget, in the window)
+        self.eraser.request()
+
+    def wait_erased(self, timeout: float = 5.0) -> bool:
+        """Block until the pages of every erasure this process committed are clean (True), or
+        ``timeout`` seconds passed (False)."""
+        return self.eraser.wait(timeout)
+
+    def _vacuum_pass(self) -> int:
+        """One erasure pass on the eraser's own connection
+        (:func:`memgate.retriever.stores.postgres.eraser.erasure_pass`): the dead versions left
+        (0: done)."""
+        if self._eraser_db is None:
+            self._eraser_db = Connection(self.db._url, on_connect=lambda conn: None, lock=threading.RLock())
+        with self._eraser_db.session("erasing the pages of forgotten records") as conn:
+            return erasure_pass(conn, self._q)
 
     def compact(self) -> None:
-        """``VACUUM FULL`` the store's tables: PostgreSQL rewrites them (and rebuilds their
-        indexes) into new files, so the bytes of erased row versions that a plain VACUUM left in
-        pages' free space are in no data file any more (the WAL and backups keep them as long as
-        the operator does). Takes an exclusive lock on each table while it runs (writers and
-        searches wait): an operator's maintenance step, e.g. after a batch of forget requests."""
+        """``VACUUM FULL`` the store's tables: rewritten (indexes rebuilt) into new files, so no
+        data file keeps an erased row version's bytes (the WAL and backups keep them as long as
+        the operator does). An exclusive lock on each table while it runs: an operator's step."""
         with self.lock:
             with self.db.session("compacting the store") as conn:
                 for table in ("records", "derivations", "suppressed", "outbox"):
@@ -211,8 +262,16 @@ class PostgresBackend:
 
     def flush_outbox(self) -> None:
         """Move committed audit events from the outbox to the audit log (idempotent; events of
-        other processes' writes are taken once, by whichever process flushes first)."""
-        if self.audit is None:
+        other processes' writes are taken once, by whichever process flushes first). With the
+        audit table, a write's events commit with it: only events a file-logging process left
+        in the outbox move, once, when the store opens."""
+        if self.audit is None or (self._audit_table and self._outbox_checked):
+            return
+        self._outbox_checked = True
+        if self._audit_table:
+            with self.db.session("moving audit events") as conn, conn.transaction():
+                conn.execute(self._q("INSERT INTO {s}.audit (event) SELECT event FROM {s}.outbox ORDER BY id"))
+                conn.execute(self._q("DELETE FROM {s}.outbox"))
             return
         with self.db.session("moving audit events") as conn:
             with conn.transaction():
@@ -357,8 +416,12 @@ class PostgresBackend:
         return slot
 
     def put_tombstone(self, tomb: StoredMemory, seq: int) -> None:
-        self._erased = True  # (VACUUM after the commit: the old row version's bytes go too)
-        old_slot = self._slot_of(tomb)
+        self._erased = True  # (the eraser after the commit: the old row version's bytes go too)
+        found = self._rows("SELECT slot, (ctid::text::point)[0]::bigint FROM {s}.records "
+                           "WHERE namespace = %s AND memory_id = %s",
+                           (to_db(tomb.namespace), to_db(tomb.memory_id)))
+        old_slot = found[0][0] if found else None
+        self._erase_pages.update(int(page) for _, page in found)
         self._save(tomb, seq, (None, None))
         self._run("DELETE FROM {s}.derivations WHERE child_ns = %s AND child = %s",
                   (to_db(tomb.namespace), to_db(tomb.memory_id)))
@@ -496,7 +559,7 @@ class PostgresBackend:
             memory = self._to_memory((memory_id, namespace, text, revision, state, data))
             if record_signature(memory) != sig:
                 problems.append(f"{name}: signature column does not match its metadata")
-        if pending and self.audit is not None:
+        if pending and self.audit is not None and not self._audit_table:
             problems.append(f"{pending} audit event(s) not yet moved to the audit log")
         return problems
 

@@ -12,8 +12,14 @@ its tables are :mod:`memgate.retriever.stores.postgres.tables`. Several processe
   one revision have exactly one winner.
 - **Forget** erases the record's text, markers, metadata, vector and derivation links (and those
   of every record derived from it) in the transaction that writes the directive and the
-  suppression entries. PostgreSQL's MVCC leaves the old row versions' bytes in the table's data
-  files (and the WAL) until ``VACUUM`` reclaims them; no query can read them after the commit.
+  suppression entries. PostgreSQL's MVCC leaves the old row versions' bytes in the table's pages
+  (and the WAL) until ``VACUUM`` prunes them; no query can read them after the commit, and the
+  store's eraser (:mod:`memgate.retriever.stores.postgres.eraser`) prunes them, off the caller's
+  path, within 5 s (docs/design.md section 7, "Erasure window").
+- **The audit trail** is the schema's ``audit`` table (``audit="table"``, the default): a write's
+  events commit with it, and ``history``, ``memgate audit --url`` and export read it. An
+  :class:`AuditLog` file instead (``audit=AuditLog(path)``) gets the events through the
+  ``outbox`` table after each commit.
 - **Many processes, one database.** ``version()`` is the ``seq`` row (one indexed read);
   ``changes_since(seq)`` reads the records written after ``seq`` (``records.seq`` is the change
   log: monotone because writes commit in ``seq`` order) in one snapshot, with the vectors this
@@ -36,7 +42,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Literal, Optional
 
 import numpy as np
 
@@ -58,20 +64,25 @@ class PostgresStore(Records):
     ``PostgresStore(url, encoder_identity, schema="memgate")`` creates the store's tables when
     the schema holds none (the identity, with ``dim``, is then required; ``CREATE EXTENSION
     vector`` runs when pgvector is not installed in the database yet) or opens them and refuses
-    a different identity or a newer format. ``audit`` is an :class:`AuditLog` or ``None``
-    (processes sharing a store should share one log file). ``vacuum_on_forget`` (default): each
-    forget is followed by a ``VACUUM`` of the records table, so the erased row versions leave
-    the data files at once rather than at the next autovacuum.
+    a different identity or a newer format (a format 1 schema is migrated: it gains the audit
+    table). ``audit``: ``"table"`` (default: the schema's ``audit`` table), an :class:`AuditLog`
+    file (processes sharing a store should share one) or ``None`` (no trail).
+    ``vacuum_on_forget`` (default): the pages of erased row versions are cleaned by a ``VACUUM``
+    of the records table, in the background within 5 s of the commit (``erase_in_background``,
+    default) or before the forget returns (``erase_in_background=False``).
     """
 
     filters_signatures = True  # search(exclude_signatures=): the retriever's Kleene filter by digest
     _backend: PostgresBackend
 
     def __init__(self, url: str, encoder_identity: Any = None, *, schema: str = "memgate",
-                 audit: AuditLog | None = None, clock: Callable[[], str] = utc_now,
-                 vacuum_on_forget: bool = True):
+                 audit: AuditLog | None | Literal["table"] = "table", clock: Callable[[], str] = utc_now,
+                 vacuum_on_forget: bool = True, erase_in_background: bool = True):
+        if audit is not None and audit != "table" and not isinstance(audit, AuditLog):
+            raise ValueError(f"field 'audit' must be \"table\", an AuditLog or None, got {audit!r:.80}")
         super().__init__(PostgresBackend(url, encoder_identity, schema=schema, audit=audit, clock=clock,
-                                         vacuum_on_forget=vacuum_on_forget))
+                                         vacuum_on_forget=vacuum_on_forget,
+                                         erase_in_background=erase_in_background))
 
     @property
     def schema(self) -> str:
@@ -85,6 +96,11 @@ class PostgresStore(Records):
 
     def __enter__(self) -> PostgresStore:
         return self
+
+    def wait_erased(self, timeout: float = 5.0) -> bool:
+        """Block until the pages of this process's forgets are clean (True) or ``timeout``
+        seconds passed (False): :meth:`PostgresBackend.wait_erased`."""
+        return self._backend.wait_erased(timeout)
 
     def compact(self) -> None:
         """``VACUUM FULL`` the store's tables (an operator's maintenance step after a batch of
@@ -114,7 +130,7 @@ class PostgresStore(Records):
 def from_options(identity: Any, options: StoreOptions) -> PostgresStore:
     """The agent surfaces' PostgreSQL store (``memgate.integrations.opening.open_store``):
     ``url=`` (default ``$MEMGATE_POSTGRES_URL``), the schema ``collection``, the audit log at
-    ``audit_log=`` or in the folder ``path=`` (``audit.jsonl``)."""
+    ``audit_log=`` or in the folder ``path=`` (``audit.jsonl``), else the schema's audit table."""
     url = options.url or os.environ.get(URL_ENV)
     if not url:
         raise ValueError(f"store='postgres' needs url=postgresql://... (or ${URL_ENV})")
@@ -122,7 +138,7 @@ def from_options(identity: Any, options: StoreOptions) -> PostgresStore:
     if audit_log is None and options.path is not None:
         audit_log = Path(options.path) / "audit.jsonl"
     return PostgresStore(url, identity, schema=options.collection,
-               audit=AuditLog(audit_log) if audit_log is not None else None)
+                         audit=AuditLog(audit_log) if audit_log is not None else "table")
 
 
 __all__ = ["from_options", "URL_ENV", "PostgresStore", "StoreUnavailableError", "record_signature"]

@@ -14,7 +14,18 @@ Tables (schema ``<name>``, default ``memgate``):
 ``derivations``       ``(child_ns, child) -> (parent_ns, parent)`` links
 ``suppressed``        the suppression list (keyed hashes of forgotten content)
 ``suppression_keys``  keys of imported suppression entries
-``outbox``            audit events committed with their write, moved to the audit log after it
+``outbox``            audit events committed with their write, moved to an audit log file after it
+``erase_pages``       pages of ``records`` that held erased row versions (one row per write
+                      and page), until the eraser has pruned and scrubbed them (:mod:`memgate.retriever.stores.postgres.eraser`);
+                      ``records.pad`` (always NULL in a committed row) is its scrubbing column
+``audit``             the audit trail kept in the database (when no audit log file is given):
+                      one row per event, ``id`` in commit order of the writes that made it
+
+Format 2 (``memgate-postgres/2``) added the ``audit`` table; a format 1 schema gets it when a
+store opens it (:data:`_MIGRATIONS`). Both formats keep ``records.embedding`` in the row
+(``STORAGE MAIN`` and a ``toast_tuple_target`` of a page: a row that fits a page is never moved
+to the TOAST table, whose pruned chunks kept a forgotten vector in its free space; a wider one,
+``dim`` over about 2,000, is compressed first and moved out only as the last resort).
 
 Indexes: ``records (seq)`` (the change log), ``records (memory_id)``, ``records (namespace,
 lifecycle_state)``, and an HNSW index ``records USING hnsw (embedding vector_cosine_ops)`` for
@@ -32,8 +43,8 @@ import numpy as np
 from memgate.retriever.stores.base import format_error
 from memgate.retriever.stores.postgres.connection import sql
 
-POSTGRES_FORMAT = "memgate-postgres/1"
-OLDER_FORMATS: tuple[Any, ...] = ()  # a later format lists this one here and migrates it in _MIGRATIONS
+POSTGRES_FORMAT = "memgate-postgres/2"
+OLDER_FORMATS: tuple[Any, ...] = ("memgate-postgres/1",)  # migrated on open (_MIGRATIONS)
 HNSW_MAX_DIM = 2000  # pgvector's limit for an HNSW index over `vector`
 SCHEMA_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 _LOCK_KEY = "memgate-postgres-schema:"
@@ -74,11 +85,21 @@ _DDL = (
     "CREATE TABLE {s}.suppression_keys (key_id text PRIMARY KEY, key text NOT NULL)",
     "CREATE TABLE {s}.outbox (id bigserial PRIMARY KEY, event text NOT NULL)",
 )
+# format 2: the audit trail in the database, and the vector kept in the row (the same statements
+# create a new schema's and migrate a format 1 schema)
+_FORMAT_2 = (
+    "CREATE TABLE IF NOT EXISTS {s}.audit (id bigserial PRIMARY KEY, event text NOT NULL)",
+    "ALTER TABLE {s}.records ALTER COLUMN embedding SET STORAGE MAIN",
+    "ALTER TABLE {s}.records SET (toast_tuple_target = 8160)",
+    "ALTER TABLE {s}.records ADD COLUMN IF NOT EXISTS pad bytea",
+    "ALTER TABLE {s}.records ALTER COLUMN pad SET STORAGE PLAIN",
+    "CREATE TABLE IF NOT EXISTS {s}.erase_pages (id bigserial PRIMARY KEY, page bigint NOT NULL)",
+)
 _HNSW = "CREATE INDEX records_embedding ON {s}.records USING hnsw (embedding vector_cosine_ops)"
 
-# format -> (the next format, the statements that bring a schema there); none yet: format 1 is
-# the first. A new format adds its predecessor here and to OLDER_FORMATS.
-_MIGRATIONS: dict[str, tuple[str, tuple[Any, ...]]] = {}
+# format -> (the next format, the statements that bring a schema there). A new format adds its
+# predecessor here and to OLDER_FORMATS.
+_MIGRATIONS: dict[str, tuple[str, tuple[Any, ...]]] = {"memgate-postgres/1": ("memgate-postgres/2", _FORMAT_2)}
 
 
 def check_schema_name(schema: Any) -> str:
@@ -149,7 +170,7 @@ def open_schema(conn: Any, schema: str, identity: Any, create_meta: dict[str, An
                 raise ValueError(f"PostgreSQL schema {schema!r} holds no store yet: pass the encoder "
                                  "identity to create one")
             dim = int(identity["dim"])
-            for template in _DDL + ((_HNSW,) if dim <= HNSW_MAX_DIM else ()):
+            for template in _DDL + _FORMAT_2 + ((_HNSW,) if dim <= HNSW_MAX_DIM else ()):
                 conn.execute(statement(template, schema, dim))
             conn.cursor().executemany(
                 statement("INSERT INTO {s}.meta VALUES (%s, %s)", schema),
