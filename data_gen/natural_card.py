@@ -125,3 +125,47 @@ def filter_and_card(data_dir: Path, triples: list, encoder, spec: dict, encode) 
     path = Path(data_dir) / CARD
     path.write_text(json.dumps(card, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return kept, card
+
+
+def markdown_table(static: dict, built: dict) -> str:
+    """One table of both halves: per vendored source its licence, category and whether it is
+    model-written (``data/real/sources.json``), then per natural source the build's counts."""
+    lines = ["| vendored source | category | licence | model-written | not PersistBench |",
+             "| --- | --- | --- | --- | --- |"]
+    for r in static["sources"]:
+        lines.append(f"| [`{r['source']}`](https://github.com/{r['repo']}) | {r['category']} | {r['licence']} | "
+                     f"{'yes' if r['model_written'] else 'no'} | {'yes' if r['not_persistbench'] else 'NO'} |")
+    lines += ["", "| natural source | train triples | memories | queries | max / memory | max / query | origins "
+                  "(triples) | select pairs (held-out) | report pairs (held-out) | held out: select / report | "
+                  "1 − cos AUC select / report | near-dups removed |",
+              "| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | --- | --- | --- |"]
+    for name, e in sorted(built.get("sources", {}).items()):
+        origins = ", ".join(f"{k} {v:,}" for k, v in e["origin_triples"].items())
+        held = "; ".join(f"{o}: {s.get('select', '-')} / {s.get('report', '-')}" for o, s in e["family_split"].items())
+        auc = e["one_minus_cos_auc"]
+        nd = e["near_duplicates_removed"]
+        lines.append(f"| `{name}` | {e['train_triples']:,} | {e['distinct_memories']:,} | {e['distinct_queries']:,} | "
+                     f"{e['max_triples_per_memory']} | {e['max_triples_per_query']} | {origins} | "
+                     f"{e['select_pairs']:,} ({e['select_heldout_pairs']:,}) | "
+                     f"{e['report_pairs']:,} ({e['report_heldout_pairs']:,}) | {held} | "
+                     f"{auc['select']} / {auc['report']} | text {nd['cross_part'] + nd['guard_texts']:,}, "
+                     f"embedding {nd['embedding']:,} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m data_gen.natural_card",
+                                     description="print the natural sources' card as one markdown table")
+    parser.add_argument("--built", type=Path, required=True, help="a data dir's sources.json (data_gen.mine)")
+    parser.add_argument("--static", type=Path, default=Path("data/real/sources.json"))
+    args = parser.parse_args(argv)
+    static = json.loads(args.static.read_text(encoding="utf-8"))
+    built = json.loads(args.built.read_text(encoding="utf-8"))
+    print(markdown_table(static, built), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -2,10 +2,10 @@
 ``memgate.datasets.real.natural_sources``).
 
 Families (per source and risk origin, ``family_split``): the families with at least
-``MIN_HELDOUT_CASES`` cases and at most ``MAX_HELDOUT_SHARE`` of the origin's, permuted by ``component_rng(seed, "natural/<source>/<origin>/families")``:
+``MIN_HELDOUT_CASES`` cases, the smaller half of them by size (at least two), permuted by ``component_rng(seed, "natural/<source>/<origin>/families")``:
 the first is held out to ``report`` (absent from train and select), the second to ``select``
 (absent from train); an origin with fewer than three families holds none out. Every other case goes
-by its query text, ``u = sha256("<seed>/natural/<query>")``: ``u < 0.2`` select, ``u < 0.4``
+by its query text, ``u = sha256("<seed>/natural/<query>")``: ``u < 0.15`` select, ``u < 0.3``
 report, else train. So a query never serves two parts, select sees a family that never trained and
 report one that neither trained nor selected.
 
@@ -35,9 +35,8 @@ from memgate.datasets.real.natural_sources import BUILDERS, CATEGORY, FOLDERS_OF
 from memgate.datasets.real.paths import real_data_root
 
 PARTS = ("train", "select", "report")
-FRACTIONS = {"select": 0.2, "report": 0.2}
+FRACTIONS = {"select": 0.15, "report": 0.15}
 MIN_HELDOUT_CASES = 150
-MAX_HELDOUT_SHARE = 0.2  # a held-out family is at most this share of its origin's cases (train keeps the bulk)
 MAX_EVAL_CASES = 1500
 RANK = {"train": 0, "select": 1, "report": 2}
 
@@ -69,8 +68,8 @@ def _family_split(name: str, root_key: str, seed: int) -> dict:
         counts[case.origin][case.family] += 1
     out = {}
     for origin, fams in sorted(counts.items()):
-        total = sum(fams.values())
-        big = sorted(f for f, n in fams.items() if MIN_HELDOUT_CASES <= n <= MAX_HELDOUT_SHARE * total)
+        big = sorted((n, f) for f, n in fams.items() if n >= MIN_HELDOUT_CASES)
+        big = sorted(f for _, f in big[:max(2, len(big) // 2)])  # the smaller half: train keeps the bulk
         held = {}
         if len(fams) >= 3 and len(big) >= 2:
             order = component_rng(seed, f"natural/{name}/{origin}/families").permutation(len(big))
@@ -157,13 +156,18 @@ def _cases(name: str, root_key: str, seed: int) -> tuple:
             removed["guard_texts"] += 1
         else:
             kept.append((case, part))
-    for origin, s in split.items():
+    check_parts(name, kept, split)
+    return tuple(kept), removed
+
+
+def check_parts(name: str, kept: list, split: dict) -> None:
+    """Every origin that has cases has them in all three parts, else one line naming the source."""
+    for origin in sorted(split):
         parts = {p for c, p in kept if c.origin == origin}
-        if parts and not {"train", "select", "report"} <= parts:
-            missing = sorted({"train", "select", "report"} - parts)
+        if parts and not set(PARTS) <= parts:
+            missing = sorted(set(PARTS) - parts)
             raise FamilySplitError(f"natural source {name}: origin {origin} has no {', '.join(missing)} case after "
                                    "the family split; lower natural.MIN_HELDOUT_CASES or add families to the source")
-    return tuple(kept), removed
 
 
 def cases(name: str, root=None, seed: int = 0) -> list:

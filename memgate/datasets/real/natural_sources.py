@@ -192,7 +192,7 @@ def injection_cases(part_of, root=None) -> list[Case]:
     out = []
     for c in carriers(root):
         part = part_of("carrier", "", c["query"])
-        for k, origin in enumerate(origins):  # one instruction of each origin per carrier, in turn
+        for origin in origins:  # one instruction of each origin per carrier, in turn
             cands = [i for i in pool.get(part, []) if i["origin"] == origin]
             if not cands:
                 continue

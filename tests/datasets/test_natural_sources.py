@@ -1,0 +1,99 @@
+"""The natural sources of issue 43: vendored folders (licence per folder, checksums, the static
+card), bad input (one line naming the source and the fix), and the cases' invariants."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from data_gen.natural_vendor import SOURCES as VENDORED
+from data_gen.natural_vendor import card_rows
+from memgate.datasets.real import natural as N
+from memgate.datasets.real import natural_sources as S
+from memgate.datasets.real.paths import clear_checksum_cache, parse_checksums, repo_root
+
+ROOT = repo_root() / "data" / "real"
+
+
+def test_every_natural_folder_has_a_permissive_licence_a_readme_and_matching_checksums():
+    assert set(S.FOLDERS) == set(VENDORED)
+    for name in S.FOLDERS:
+        base = S.folder(name, ROOT)
+        assert (base / "README.md").read_text(encoding="utf-8").count(VENDORED[name]["commit"]) == 1
+        assert not any(m in VENDORED[name]["licence"] for m in ("NC", "NonCommercial"))
+        listed = parse_checksums(base / "SHA256SUMS")
+        assert "LICENSE" in listed and any(k.endswith(".jsonl") for k in listed)
+
+
+def test_the_committed_static_card_is_the_vendor_code_and_listed_in_the_root_sums():
+    got = json.loads((ROOT / "sources.json").read_text(encoding="utf-8"))["sources"]
+    assert got == json.loads(json.dumps(card_rows()))
+    assert all(r["not_persistbench"] is True and r["not_persistbench_check"] for r in got)
+    assert {r["category"] for r in got} == {"cross_domain", "tool_drift", "sycophancy", "jailbreak"}
+    assert [r for r in got if r["source"] == "privacylens"][0]["model_written"] is True
+    assert "sources.json" in parse_checksums(ROOT / "SHA256SUMS")
+
+
+@pytest.fixture
+def copy_of(tmp_path):
+    def make(name: str):
+        shutil.copytree(ROOT / name, tmp_path / name)
+        clear_checksum_cache()
+        return tmp_path / name
+    yield make
+    clear_checksum_cache()
+
+
+def test_a_checksum_mismatch_fails_with_one_line_naming_the_source_and_the_fix(copy_of):
+    base = copy_of("cyberseceval")
+    path = base / "prompt_injection.jsonl"
+    path.write_bytes(path.read_bytes().replace(b"secret", b"secreT", 1))
+    with pytest.raises(S.NaturalDataError) as err:
+        S.folder("cyberseceval", base.parent)
+    msg = str(err.value)
+    assert "\n" not in msg and "natural source cyberseceval" in msg and "--natural-only cyberseceval" in msg
+
+
+def test_a_missing_or_non_commercial_licence_fails_naming_the_source(copy_of):
+    base = copy_of("bipia")
+    (base / "LICENSE").write_text("Creative Commons Attribution-NonCommercial 4.0 (CC BY-NC 4.0)\n")
+    with pytest.raises(S.NaturalDataError, match=r"natural source bipia: .*non-commercial.*never trains"):
+        S.folder("bipia", base.parent)
+    (base / "LICENSE").unlink()
+    with pytest.raises(S.NaturalDataError, match=r"natural source bipia: no LICENSE"):
+        S.folder("bipia", base.parent)
+
+
+def test_a_family_split_that_empties_a_part_fails_naming_the_source():
+    case = S.Case("q", "query", "p", "pos", "n", "neg", "k", "fam", "garak", "sgd")
+    with pytest.raises(N.FamilySplitError) as err:
+        N.check_parts("natural_injection", [(case, "train"), (case, "report")], {"garak": {}})
+    assert "natural source natural_injection: origin garak has no select case" in str(err.value)
+
+
+@pytest.mark.parametrize("name", ["natural_injection", "natural_sycophancy"])
+def test_cases_pair_one_topic_hold_families_out_and_keep_parts_apart(name):
+    got = N.cases(name, ROOT)
+    split = N.family_split(name, ROOT)
+    fams = {p: {(c.origin, c.family) for c, q in got if q == p} for p in N.PARTS}
+    for origin, s in split.items():
+        assert (origin, s["report"]) in fams["report"] and (origin, s["report"]) not in fams["train"] | fams["select"]
+        assert (origin, s["select"]) in fams["select"] and (origin, s["select"]) not in fams["train"]
+    texts = {p: {N.normalise(t) for c, q in got if q == p for t in (c.query, c.pos, c.neg)} for p in N.PARTS}
+    assert not texts["train"] & (texts["select"] | texts["report"]) and not texts["select"] & texts["report"]
+    if name == "natural_injection":  # the risk memory is the admissible one plus an instruction, or the bare instruction
+        embedded = [c for c, _ in got if c.kind == "embedded"]
+        assert embedded and all(c.neg.startswith(c.pos) and len(c.neg) > len(c.pos) for c in embedded)
+        assert {c.origin for c, _ in got} == {"bipia", "cyberseceval", "garak"}
+    per_query: dict = {}
+    for c, _ in got:
+        per_query[c.query] = per_query.get(c.query, 0) + 1
+    assert max(per_query.values()) <= 10
+    for part in ("select", "report"):
+        rows = N.eval_rows(name, part, purpose="evaluation", root=ROOT)
+        held = [m for m, h in zip(rows["memory_ids"], rows["heldout"]) if h]
+        assert len(rows["labels"]) >= 300 and len(set(rows["memory_ids"])) >= 100
+        assert len(held) >= 300 and len(set(held)) >= 100  # the held-out-family cell
+        assert sum(rows["labels"]) * 2 == len(rows["labels"])
