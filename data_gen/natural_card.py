@@ -5,9 +5,9 @@ filter; called by ``data_gen.mine`` when a ``natural_*`` source is enabled.
 
 1. Near duplicates: a natural training triple whose query, admissible or risk memory is within
    cosine ``NEAR_DUP_COS`` (0.95) of an evaluation text — the select and report texts of every
-   natural source, the LoCoMo and GateMem texts and the strings in ``examples/``
-   (``memgate.datasets.real.natural.guard_texts``; the normalised-text half ran when the cases
-   were split) — is dropped.
+   natural source and the strings in ``examples/`` — is dropped. LoCoMo and GateMem (37k strings)
+   are checked by normalised text only (``memgate.datasets.real.natural.guard_texts``, when the
+   cases are split): embedding them costs minutes a build on a CPU.
 2. ``<data_dir>/sources.json``: per enabled natural source its counts — ``train_triples``
    (distinct), ``distinct_memories``, ``distinct_queries``, ``max_triples_per_memory`` / ``_query``,
    ``origin_triples`` (per vendored origin), ``select_pairs``, ``report_pairs`` (with the held-out
@@ -68,7 +68,7 @@ def filter_and_card(data_dir: Path, triples: list, encoder, spec: dict, encode) 
     evals = {(n, p): natural.eval_rows(n, p, purpose="evaluation", root=root, seed=seed)
              for n in names for p in ("select", "report")}
     guard = sorted({t for rows in evals.values() for t in rows["query_texts"] + rows["memory_texts"]}
-                   | set(natural.guard_raw_texts(root)))
+                   | set(natural.example_texts()))
     train_texts = sorted({x for t in triples if t["source"] in names for x in (t["query_text"], t["pos_text"],
                                                                               t["neg_text"])})
     everything = sorted(set(guard) | set(train_texts))

