@@ -98,3 +98,23 @@ def test_cases_pair_one_topic_hold_families_out_and_keep_parts_apart(name):
         assert len(rows["labels"]) >= 300 and len(set(rows["memory_ids"])) >= 100
         assert len(held) >= 300 and len(set(held)) >= 100  # the held-out-family cell
         assert sum(rows["labels"]) * 2 == len(rows["labels"])
+
+
+def test_the_card_auc_counts_ties_half_and_the_table_renders_both_halves():
+    import numpy as np
+
+    from data_gen.natural_card import _auc, markdown_table
+
+    assert _auc(np.array([0.9, 0.8]), np.array([0.1, 0.2])) == 1.0
+    assert _auc(np.array([0.5, 0.5]), np.array([0.5, 0.5])) == 0.5
+    assert _auc(np.array([0.1]), np.array([0.2, 0.1])) == 0.25
+    static = json.loads((ROOT / "sources.json").read_text(encoding="utf-8"))
+    entry = {"train_triples": 4100, "distinct_memories": 2000, "distinct_queries": 1500, "max_triples_per_memory": 3,
+             "max_triples_per_query": 6, "origin_triples": {"bipia": 2050, "garak": 2050}, "select_pairs": 800,
+             "select_heldout_pairs": 400, "report_pairs": 800, "report_heldout_pairs": 400,
+             "family_split": {"bipia": {"select": "a", "report": "b"}}, "one_minus_cos_auc": {"select": 0.5,
+                                                                                               "report": 0.4},
+             "near_duplicates_removed": {"cross_part": 3, "guard_texts": 1, "embedding": 2}}
+    table = markdown_table(static, {"sources": {"natural_injection": entry}})
+    assert all(f"`{r['source']}`" in table for r in static["sources"])
+    assert "| `natural_injection` | 4,100 | 2,000 | 1,500 |" in table and "text 4, embedding 2" in table
