@@ -118,3 +118,22 @@ def test_the_card_auc_counts_ties_half_and_the_table_renders_both_halves():
     table = markdown_table(static, {"sources": {"natural_injection": entry}})
     assert all(f"`{r['source']}`" in table for r in static["sources"])
     assert "| `natural_injection` | 4,100 | 2,000 | 1,500 |" in table and "text 4, embedding 2" in table
+
+
+def test_the_audit_splits_a_natural_part_into_seen_and_held_out_cells():
+    import numpy as np
+
+    from data_gen.phrasing_audit import heldout_cells, natural_markdown
+
+    n = 40
+    rows = {"query_texts": [f"q{i // 2}" for i in range(n)], "memory_texts": [f"m{i}" for i in range(n)],
+            "memory_ids": [f"m{i}" for i in range(n)], "labels": [i % 2 == 1 for i in range(n)],
+            "clusters": [f"c{i // 2}" for i in range(n)], "heldout": [i >= n // 2 for i in range(n)],
+            "families": ["a"] * n, "info": {}}
+    scores = {"one_minus_cos": np.array([0.5] * n), "gate": np.array([float(i % 2) for i in range(n)])}
+    cells = heldout_cells(rows, scores, n_boot=50, seed=0)
+    assert cells["seen"]["pairs"] == cells["heldout"]["pairs"] == n // 2
+    assert cells["heldout"]["gate"]["suppression_auc"]["value"] == 1.0
+    assert cells["seen"]["one_minus_cos"]["suppression_auc"]["value"] == 0.5
+    table = natural_markdown({"natural_injection": {"cells": {"select": cells}}})
+    assert "| `natural_injection` | select | heldout | 20 | 20 | 0.500" in table and "| no |" in table
