@@ -36,7 +36,7 @@ from memgate.datasets.real.paths import real_data_root
 
 PARTS = ("train", "select", "report")
 FRACTIONS = {"select": 0.15, "report": 0.15}
-MIN_HELDOUT_CASES = 150
+MIN_HELDOUT_CASES = 300
 MAX_EVAL_CASES = 400
 RANK = {"train": 0, "select": 1, "report": 2}
 
@@ -143,6 +143,8 @@ def _cases(name: str, root_key: str, seed: int) -> tuple:
 
     def part_of(origin: str, family: str, text: str) -> str:
         return held.get((origin, family)) or text_part(text, seed)
+
+    part_of.held = held  # type: ignore[attr-defined]  # builders may steer held-out families to their part
 
     raw = []
     for case in BUILDERS[name](part_of, Path(root_key)):

@@ -345,11 +345,14 @@ def cross_domain_cases(part_of, root=None) -> list[Case]:
     out = []
     hwu = tuple(i for i in HWU_DOMAIN if i not in HWU_TRANSACTIONAL)
     sgd = tuple(sorted({r["intent"] for r in rows("sgd", "requests.jsonl", root)} - set(SGD_TRANSACTIONAL)))
+    held = getattr(part_of, "held", {})
     for r in _requests(root, sgd, hwu, part_of):
         qpart = part_of(r["origin"], "", r["text"])
         for k, (pid, pos) in enumerate(r["pos"][:2]):
             # a sensitive fact of another context (PrivacyLens), a detail of an unrelated domain (SGD)
             fam = _pick(pl_fams, f"{r['id']}/{k}/pl")
+            if k == 0 and qpart != "train":  # a select / report query takes its part's held-out family
+                fam = next((f for (o, f), p in held.items() if o == "privacylens" and p == qpart), fam)
             cands = [x for x in sensitive[fam] if part_of("privacylens", fam, x[1]) == qpart]
             if cands:
                 nid, neg = _pick(cands, f"{r['id']}/{k}/pl/m")
