@@ -137,3 +137,33 @@ def test_the_audit_splits_a_natural_part_into_seen_and_held_out_cells():
     assert cells["seen"]["one_minus_cos"]["suppression_auc"]["value"] == 0.5
     table = natural_markdown({"natural_injection": {"cells": {"select": cells}}})
     assert "| `natural_injection` | select | heldout | 20 | 20 | 0.500" in table and "| no |" in table
+
+
+def _hashed(_encoder, texts):
+    """Unit vectors of character trigram counts (a real, deterministic text embedding for the card's logic)."""
+    import zlib
+
+    import numpy as np
+
+    out = np.zeros((len(texts), 512))
+    for i, t in enumerate(texts):
+        for j in range(len(t) - 2):
+            out[i, zlib.crc32(t[j:j + 3].encode()) % 512] += 1
+    return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-9)
+
+
+def test_the_card_drops_a_triple_that_repeats_an_evaluation_text_and_counts_it(tmp_path):
+    from data_gen.natural_card import filter_and_card
+
+    rows, _ = N.candidate_rows("natural_injection", ROOT)
+    triples = [{"source": r["source"], "origin": r["origin"], "query_text": r["query_text"],
+                "pos_text": r["positives"][0]["text"], "neg_text": r["negatives"][0]["text"]} for r in rows[:200]]
+    leak = N.eval_rows("natural_injection", "select", purpose="evaluation", root=ROOT)["memory_texts"][0]
+    triples.append(dict(triples[0], neg_text=leak))
+    kept, card = filter_and_card(tmp_path, triples, None, {"split_seed": 0}, _hashed)
+    entry = card["sources"]["natural_injection"]
+    assert len(kept) == len(triples) - entry["near_duplicates_removed"]["embedding"] and leak not in {
+        t["neg_text"] for t in kept}
+    assert entry["select_pairs"] >= 300 and entry["select_heldout_memories"] >= 100
+    assert 0.0 <= entry["one_minus_cos_auc"]["report"] <= 1.0
+    assert json.loads((tmp_path / "sources.json").read_text())["sources"]["natural_injection"] == entry
