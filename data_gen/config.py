@@ -126,6 +126,11 @@ class PhrasingSources:
     phrasing_sycophancy_bio: bool = False
     phrasing_tool_drift: bool = False
     phrasing_jailbreak: bool = False
+    # the natural sources of issue 43 (memgate.datasets.real.natural)
+    natural_cross_domain: bool = False
+    natural_sycophancy: bool = False
+    natural_tool_drift: bool = False
+    natural_injection: bool = False
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,8 @@ meta.json ``real_text_triples`` = the number of these training triples.
 
 Plus real phrasing for the four risk categories (``train/phrasing_candidates.jsonl``, only when a
 ``real_phrasing`` source is enabled; ``data_gen.real_phrasing`` has the rule), meta.json
-``real_phrasing_triples``.
+``real_phrasing_triples``; with a natural source (issue 43) ``data_gen.natural_card`` drops its
+near-duplicates of evaluation texts and writes the data dir's ``sources.json``.
 
 Only the texts these figures read are embedded (test: text-visible triples and text-visible
 beneficial queries with their group store; train: queries that can yield a mined triple with their
@@ -443,6 +444,12 @@ def mine(data_dir: Path, encoder_model: Optional[str] = None, max_mined: int = 1
         rows += real
         phrasing, pstats = (mine_phrasing(phrasing_rows, matrix, meta["config"]["real_phrasing"])
                             if phrasing_rows else ([], {}))
+        if any(r["source"].startswith("natural_") for r in phrasing_rows):
+            from data_gen.natural_card import filter_and_card
+
+            phrasing, card = filter_and_card(data_dir, phrasing, encoder, meta["config"]["real_phrasing"],
+                                             encode_chunked)
+            pstats["natural_card"] = card
         rows += phrasing
         out = data_dir / "mined" / key / "triples.jsonl"
         out.parent.mkdir(parents=True, exist_ok=True)

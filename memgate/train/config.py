@@ -7,6 +7,7 @@ from typing import Optional
 
 from memgate.contract.config import ConfigError
 from memgate.contract.defaults import RERANK_DEPTH
+from memgate.datasets.real.natural_sources import SOURCES as NATURAL_SOURCES
 from memgate.datasets.real.phrasing import SOURCES as PHRASING_SOURCES
 from memgate.model.architecture import GateArchitecture
 from memgate.model.encoder import EncoderConfig
@@ -22,7 +23,7 @@ from memgate.train.loss_config import LossConfig
 # switches them on). DEFAULT_SOURCES is data.sources' default (the released gate's recorded
 # config); the phrasing sources are opted into by listing them in data.sources.
 DEFAULT_SOURCES = ("template", "mined", "gatemem")
-TRIPLE_SOURCES = DEFAULT_SOURCES + PHRASING_SOURCES
+TRIPLE_SOURCES = DEFAULT_SOURCES + PHRASING_SOURCES + NATURAL_SOURCES  # natural: issue 43
 # Benign list files for the ranking-preservation term, by data.list_sources name (issue 32).
 LIST_SOURCES = {"gatemem": "benign_lists.jsonl", "dialogue": "dialogue_lists.jsonl"}
 # Keys added to the train config after the released gate was trained, with the default that keeps

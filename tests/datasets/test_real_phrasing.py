@@ -354,7 +354,9 @@ def test_llm_generator_runs_against_the_local_smollm2_and_caches_by_prompt_hash(
 def test_the_generator_and_the_training_config_know_every_source():
     from data_gen.config import resolve
     from data_gen.real_phrasing import SOURCES as GENERATOR_SOURCES
+    from memgate.datasets.real.natural_sources import SOURCES as NATURAL
     from memgate.train.config import PHRASING_SOURCES
 
-    assert GENERATOR_SOURCES == P.SOURCES == PHRASING_SOURCES
-    assert tuple(resolve()["real_phrasing"]["sources"]) == P.SOURCES
+    assert GENERATOR_SOURCES == P.SOURCES + NATURAL
+    assert P.SOURCES == PHRASING_SOURCES
+    assert tuple(resolve()["real_phrasing"]["sources"]) == P.SOURCES + NATURAL

@@ -33,6 +33,11 @@ PARTS = {
     "phrasing_sycophancy_bio": ("train", "select", "report"),
     "phrasing_tool_drift": ("train", "select", "report"),
     "phrasing_jailbreak": ("train", "select", "report"),
+    # natural sources (memgate.datasets.real.natural, issue 43)
+    "natural_cross_domain": ("train", "select", "report"),
+    "natural_sycophancy": ("train", "select", "report"),
+    "natural_tool_drift": ("train", "select", "report"),
+    "natural_injection": ("train", "select", "report"),
 }
 
 _LOCK = threading.Lock()
