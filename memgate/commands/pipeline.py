@@ -38,6 +38,16 @@ def record_locomo_report(export_dir: Path, report_dir: Path) -> Optional[dict]:
     return entry
 
 
+def copy_data_card(data_dir: Path, report_dir: Path) -> Optional[Path]:
+    """The data build's card (``<data_dir>/sources.json``: per natural source its counts,
+    ``data_gen.natural_card``) beside the report, where the data has one; None where it has not."""
+    card = data_dir / "sources.json"
+    if not card.exists():
+        return None
+    report_dir.mkdir(parents=True, exist_ok=True)
+    return Path(shutil.copyfile(card, report_dir / "sources.json"))
+
+
 def run_pipeline(
     export_dir: Path,
     report_dir: Path,
@@ -75,6 +85,7 @@ def run_pipeline(
     timings["train"] = summary["seconds"]["train"]
     timings["headline"] = summary["seconds"]["headline"]
     t0 = time.perf_counter()
+    copy_data_card(data_dir, report_dir)
     evaluate(export_dir, data_dir, report_dir, n_boot=n_boot,
              routes=CORE_ROUTES if routes is None else tuple(routes), gate_threads=gate_threads)
     record_locomo_report(export_dir, report_dir)

@@ -194,3 +194,15 @@ def test_a_true_precision_run_exports_a_loadable_float32_gate(trained, tmp_path)
     assert {p.dtype for p in gate.parameters()} == {torch.float32}
     # The headline evaluated the export itself (it loads the checkpoint from disk).
     assert summary["headline"]["pref_acc_reference"] == pytest.approx(trained[1]["headline"]["pref_acc_reference"])
+
+
+def test_the_data_card_goes_beside_the_report_where_the_data_has_one(tmp_path):
+    from memgate.commands.pipeline import copy_data_card
+
+    data_dir, report_dir = tmp_path / "data", tmp_path / "reports" / "gate"
+    data_dir.mkdir()
+    assert copy_data_card(data_dir, report_dir) is None and not report_dir.exists()
+    (data_dir / "sources.json").write_text('{"natural_injection": {"train_triples": 12}}')
+    copied = copy_data_card(data_dir, report_dir)
+    assert copied == report_dir / "sources.json"
+    assert copied.read_text() == '{"natural_injection": {"train_triples": 12}}'
