@@ -218,11 +218,11 @@ def test_property_agent_and_run_ids_narrow_within_the_user_never_widen(kind, tmp
             scope = {k: v for k, v in (("agent_id", agent), ("run_id", run)) if v is not None}
             expected = {i for i, (a, r) in mine.items()
                         if (agent is None or a == agent) and (run is None or r == run)}
-            listed = m.get_all(user_id=users["A"], **scope)
+            listed = m.get_all(user_id=users["A"], **scope)["results"]
             assert {x["id"] for x in listed} == expected
             assert all(x["user_id"] == users["A"] and all(x[k] == v for k, v in scope.items()) for x in listed)
             hits = m.search("my locker code and the gym", user_id=users["A"], limit=MAX_LIMIT, **scope)["results"]
             assert {h["id"] for h in hits} == expected
             assert set(m.delete_all(user_id=users["A"], **scope)) == expected
-            assert {x["id"] for x in m.get_all(user_id=users["A"])} == set(mine) - expected
+            assert {x["id"] for x in m.get_all(user_id=users["A"])["results"]} == set(mine) - expected
         prop()
