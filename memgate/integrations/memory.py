@@ -325,7 +325,7 @@ class Memory:
         if record is not None and not record.forgotten and is_expired(record.attributes, now_stamp()):
             with self._lock:
                 self._erase_expired([scope.namespace])
-            record = None
+            record = self.store.get(memory_id, namespace=scope.namespace)  # (now its tombstone)
         if record is None or record.namespace != scope.namespace or (
                 record.forgotten and not allow_forgotten):
             raise UnknownMemoryError(f"no memory {memory_id!r} for {self._label(scope)}")
@@ -385,8 +385,9 @@ class Memory:
                                 and not is_expired(a, at))
         exact = set(self.catalog.same_text(scope.namespace, digest)) if digest else set()
         found = [i for i in mine if i in exact]
-        if found:
-            return found[0]
+        if found:  # (the oldest, when explicit ids stored the text again)
+            records = self.store.get_many(found, namespace=scope.namespace).values()
+            return str(min(records, key=lambda r: (r.created_at or "", r.memory_id)).memory_id)
         if self.dedup_cosine is None or not mine:
             return None
         q = self.retriever.embedder.embed(text)
@@ -438,7 +439,7 @@ class Memory:
         ``evidence_strength``, ``applicability``, ``supersedes``, ``derived_from``, ...).
         ``memory_id`` (default: a random id) follows :func:`memgate.contract.ids.check_id`: an
         id this or another surface could not read or forget later is refused, never replaced."""
-        scope = resolve(user_id, agent_id, run_id)
+        resolve(user_id, agent_id, run_id)  # (refused before anything else: no scope, bad ids)
         if type(infer) is not bool:
             raise ValueError(f"field 'infer' must be True or False, got {infer!r}")
         if infer and self.extractor is None:

@@ -225,3 +225,20 @@ def test_cli_sweep_and_reset(tmp_path):
     assert main(["reset", "--yes", "--store", str(tmp_path / "s")]) == 0
     with Memory(path=tmp_path / "s", fsync=False, gate=None) as m:
         assert m.users() == []
+
+
+def test_http_accepts_allow_relearn_where_its_409_asks_for_it(tmp_path):
+    httpx = pytest.importorskip("httpx")
+    from memgate.integrations.http_server import create_app
+    from memgate.integrations.uvicorn_thread import ServerThread
+
+    with Memory(path=tmp_path / "h", fsync=False, gate=None) as m, \
+            ServerThread(create_app(m, {"alice-key-0123456789": "alice"})) as url, \
+            httpx.Client(base_url=url, headers={"Authorization": "Bearer alice-key-0123456789"}) as c:
+        first = c.post("/memories", json={"text": "My locker code is 4417."}).json()
+        assert c.delete(f"/memories/{first['id']}").status_code == 200
+        refused = c.post("/memories", json={"text": "My locker code is 4417."})
+        assert refused.status_code == 409 and "allow_relearn=True" in refused.json()["error"]["message"]
+        again = c.post("/memories", json={"text": "My locker code is 4417.", "allow_relearn": True})
+        assert again.status_code == 201 and again.json()["memory"] == "My locker code is 4417."
+        assert c.get("/memories").json()["results"][0]["id"] == again.json()["id"]
