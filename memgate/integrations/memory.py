@@ -95,6 +95,7 @@ from memgate.integrations.scoping import (
 )
 from memgate.retriever import DEFAULT_DIRECTIVE
 from memgate.retriever.errors import UnknownMemoryError
+from memgate.retriever.records.memory import StoredMemory
 
 MAX_USER_ID = MAX_ID
 USER_STATED = "user_stated"  # the provenance add() records (the user stating it, about themselves)
@@ -375,6 +376,15 @@ class Memory:
             self.retriever.erase(keys, event="expired")
         return len(keys)
 
+    def _check_suppressed(self, item: Mapping[str, Any], scope: Scope) -> None:
+        """Refuse an item that repeats forgotten content (text, metadata, markers), as a write
+        would, though a de-duplicated add writes nothing."""
+        check = getattr(self.store, "check_suppressed", None)
+        if check is not None:
+            check(StoredMemory(memory_id=item["memory_id"], namespace=scope.namespace, text=item["text"],
+                               principal=scope.principal, attributes=dict(item["attributes"]),
+                               markers=tuple(item.get("markers") or ())))
+
     def _duplicate_of(self, text: str, scope: Scope, attributes: Mapping[str, Any]) -> Optional[str]:
         """The id of a current memory of the same scope that ``text`` repeats (module dedup)."""
         digest = text_digest(text)
@@ -489,6 +499,8 @@ class Memory:
                         continue
                     same = self._duplicate_of(item["text"], scope, item["attributes"])
                     if same is not None:
+                        if not allow_relearn:  # (forgotten content in its metadata is refused all the same)
+                            self._check_suppressed(item, scope)
                         self.store.note("deduplicated", memory_id=same, namespace=scope.namespace,
                                         principal=scope.principal)
                         out.append(record_view(self._own(same, scope), scope.user_id))
