@@ -9,6 +9,8 @@
     memgate store export --store DIR --out EXPORT_DIR     (JSONL + safetensors, see transfer.py)
     memgate store import --from EXPORT_DIR --store DIR    (or --backend qdrant|postgres --url URL)
     memgate store verify --store DIR                      (checksums, half records, E <= R <= W)
+    memgate store sweep --store DIR                       (erase the memories whose expiry passed)
+    memgate store reset --yes --store DIR [--drop-forget-list]   (empty the whole store)
 
 ``--backend qdrant`` opens ``--store`` as a Qdrant local-mode directory (trusted only: qdrant-
 client pickles its points there; a warning says so) or ``--url`` a Qdrant server.
@@ -30,13 +32,13 @@ from pathlib import Path
 from typing import Any, Optional
 
 from memgate.integrations import transfer
-from memgate.integrations.memory import USER_PREFIX, Memory
+from memgate.integrations.memory import USER_PREFIX, Memory, results_of
 from memgate.integrations.opening import open_store
 from memgate.retriever.audit import verify_log
 from memgate.retriever.errors import StoreError, UnknownMemoryError
 from memgate.retriever.stores.embedded.layout import DB_FILE
 
-VERBS = ("add", "search", "list", "get", "forget", "history", "export", "import", "verify")
+VERBS = ("add", "search", "list", "get", "forget", "history", "export", "import", "verify", "sweep", "reset")
 CREATING = ("add", "import")  # the verbs that may create the store they name
 
 
@@ -96,6 +98,11 @@ def build_parser(prog: str = "memgate store") -> argparse.ArgumentParser:
                         "format-1 export, or one whose suppression.json is gone): what they forgot "
                         "could be stored again; a warning names it")
     verb("verify", "check vectors, half records and the audit log")
+    verb("sweep", "erase every memory whose expiration_date has passed (audit: expired)")
+    p = verb("reset", "erase every record, vector and the audit history of the whole store")
+    p.add_argument("--yes", action="store_true", help="required: the reset cannot be undone")
+    p.add_argument("--drop-forget-list", action="store_true",
+                   help="remove the forget directives too (forgotten content may be stored again)")
     return parser
 
 
@@ -140,9 +147,18 @@ def _print(args: argparse.Namespace, value: Any, text: str) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     check_store_exists(args)
-    if args.verb in ("add", "search", "list", "get", "forget", "history"):
+    if args.verb == "reset" and not args.yes:
+        raise ValueError("reset: pass --yes (every record, vector and the audit history go)")
+    if args.verb in ("add", "search", "list", "get", "forget", "history", "sweep", "reset"):
         with _memory(args) as m:
-            if args.verb == "add":
+            if args.verb == "sweep":
+                n = m.sweep()
+                _print(args, {"expired": n}, f"erased {n} expired memories")
+            elif args.verb == "reset":
+                m.reset(keep_forget_list=not args.drop_forget_list)
+                _print(args, {"reset": True}, "store reset" + (" (forget list dropped)"
+                                                              if args.drop_forget_list else ""))
+            elif args.verb == "add":
                 item = m.add(args.text, user_id=args.user, metadata=args.metadata)
                 _print(args, item, f"added {item['id']}")
             elif args.verb == "search":
@@ -165,7 +181,7 @@ def _run(args: argparse.Namespace) -> int:
                              for ns in m.catalog.namespaces() if ns.startswith(USER_PREFIX)}
                     _print(args, users, "\n".join(f"{u}\t{n}" for u, n in sorted(users.items())))
                     return 0 if users else 1
-                items = (m.directives if args.directives else m.get_all)(user_id=args.user)
+                items = results_of((m.directives if args.directives else m.get_all)(user_id=args.user))
                 _print(args, items, "\n".join(f"{i['id']}  {i['created_at']}  {i['memory']}" for i in items))
                 return 0 if items else 1
             elif args.verb == "get":

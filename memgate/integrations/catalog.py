@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Optional
 
+from memgate.integrations.dedup import text_digest
+from memgate.integrations.expiry import EXPIRES_KEY
 from memgate.integrations.filters import matches
 from memgate.retriever.records.memory import FORGET_DIRECTIVE_KIND
 
@@ -29,6 +31,9 @@ class Catalog:
         self._directives: dict[str, set[str]] = {}  # namespace -> its forget directives' ids
         self._by_ns: dict[str, set[str]] = {}
         self._by_key: dict[tuple[str, Any], str] = {}
+        self._expiry: dict[tuple[str, str], str] = {}  # records with an expiration_date
+        self._digests: dict[tuple[str, str], str] = {}  # (namespace, normalised-text digest) -> ids
+        self._by_digest: dict[tuple[str, str], set[str]] = {}
 
     def refresh(self) -> None:
         if self.store.version() == self.seq:
@@ -48,6 +53,14 @@ class Catalog:
                 self._kinds[key] = record.kind
                 if record.kind == FORGET_DIRECTIVE_KIND:
                     self._directives.setdefault(key[0], set()).add(key[1])
+                else:
+                    digest = text_digest(record.text)
+                    if digest is not None:
+                        self._digests[key] = digest
+                        self._by_digest.setdefault((key[0], digest), set()).add(key[1])
+                expires = record.attributes.get(EXPIRES_KEY)
+                if isinstance(expires, str):
+                    self._expiry[key] = expires
                 self._by_ns.setdefault(key[0], set()).add(key[1])
                 item_key = record.attributes.get(self.key_field) if self.key_field else None
                 if isinstance(item_key, str):
@@ -57,6 +70,14 @@ class Catalog:
     def _drop(self, key: tuple[str, str]) -> None:
         ns, memory_id = key
         attrs = self._attrs.pop(key, None)
+        self._expiry.pop(key, None)
+        digest = self._digests.pop(key, None)
+        if digest is not None:
+            same = self._by_digest.get((ns, digest))
+            if same is not None:
+                same.discard(memory_id)
+                if not same:
+                    del self._by_digest[(ns, digest)]
         if self._kinds.pop(key, None) == FORGET_DIRECTIVE_KIND:
             self._directives[ns].discard(memory_id)
         item_key = attrs.get(self.key_field) if attrs and self.key_field else None
@@ -88,6 +109,18 @@ class Catalog:
                 if (not filters or matches(attrs, filters)) and (where is None or where(attrs)):
                     out.append(i)
         return sorted(out)
+
+    def expired(self, at: str, namespaces: Optional[Iterable[str]] = None) -> list[tuple[str, str]]:
+        """``(namespace, id)`` of live records whose expiration_date is at or before ``at`` (a
+        :func:`memgate.integrations.expiry.stamp`), sorted."""
+        self.refresh()
+        wanted = None if namespaces is None else set(namespaces)
+        return sorted(k for k, v in self._expiry.items() if v <= at and (wanted is None or k[0] in wanted))
+
+    def same_text(self, namespace: str, digest: str) -> list[str]:
+        """Ids of the namespace's live memories whose normalised text has ``digest``."""
+        self.refresh()
+        return sorted(self._by_digest.get((namespace, digest), ()))
 
     def by_key(self, namespace: str, key: str) -> Optional[str]:
         self.refresh()

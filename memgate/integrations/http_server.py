@@ -61,7 +61,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import Message, Receive, Send
 
 from memgate.contract.defaults import MAX_LIMIT
-from memgate.integrations.memory import check_user_id
+from memgate.integrations.memory import check_user_id, results_of
 from memgate.integrations.warmup import WarmingUp, Warmup, WarmupFailed
 from memgate.model.encoder_batching import DEFAULT_WINDOW_MS, EmbeddingBatcher
 from memgate.retriever.errors import (
@@ -114,6 +114,7 @@ class AddRequest(_Strict):
     agent_id: Optional[str] = Field(default=None, min_length=1, max_length=256)
     run_id: Optional[str] = Field(default=None, min_length=1, max_length=256)
     fields: RecordFields = Field(default_factory=RecordFields)
+    allow_relearn: bool = False  # the user's renewed consent, where a 409 asks for it
 
 
 class BatchItem(_Strict):
@@ -127,12 +128,14 @@ class BatchAddRequest(_Strict):
     items: list[BatchItem] = Field(min_length=1, max_length=MAX_BATCH)
     agent_id: Optional[str] = Field(default=None, min_length=1, max_length=256)
     run_id: Optional[str] = Field(default=None, min_length=1, max_length=256)
+    allow_relearn: bool = False
 
 
 class UpdateRequest(_Strict):
     text: Optional[str] = Field(default=None, min_length=1, max_length=MAX_TEXT_CHARS)
     metadata: Optional[dict[str, Any]] = None
     expected_revision: Optional[int] = Field(default=None, ge=1)
+    allow_relearn: bool = False
 
 
 class SearchRequest(_Strict):
@@ -353,7 +356,7 @@ def create_app(memory: Any, api_keys: Mapping[str, str], *, max_body_bytes: int 
         fields = {k: v for k, v in body.fields.model_dump().items() if v is not None}
         added: dict[str, Any] = memory.add(body.text, user_id=who, metadata=body.metadata,
                                            memory_id=body.memory_id, agent_id=body.agent_id,
-                                           run_id=body.run_id, **fields)
+                                           run_id=body.run_id, allow_relearn=body.allow_relearn, **fields)
         return added
 
     @app.post("/memories/batch", status_code=201)
@@ -361,7 +364,8 @@ def create_app(memory: Any, api_keys: Mapping[str, str], *, max_body_bytes: int 
         warm.wait()
         items = [{"text": i.text, "metadata": i.metadata, "memory_id": i.memory_id,
                   **{k: v for k, v in i.fields.model_dump().items() if v is not None}} for i in body.items]
-        return {"results": memory.add_many(items, user_id=who, agent_id=body.agent_id, run_id=body.run_id)}
+        return {"results": memory.add_many(items, user_id=who, agent_id=body.agent_id, run_id=body.run_id,
+                                           allow_relearn=body.allow_relearn)}
 
     @app.delete("/memories")
     def forget_all(who: str = Depends(principal)) -> dict[str, Any]:
@@ -370,7 +374,7 @@ def create_app(memory: Any, api_keys: Mapping[str, str], *, max_body_bytes: int 
 
     @app.get("/memories")
     def list_memories(limit: int = Query(100, ge=1, le=1000), who: str = Depends(principal)) -> dict[str, Any]:
-        return {"results": memory.get_all(user_id=who, limit=limit)}
+        return {"results": results_of(memory.get_all(user_id=who, limit=limit))}
 
     @app.post("/search")
     def search(body: SearchRequest, who: str = Depends(principal)) -> dict[str, Any]:
@@ -391,7 +395,8 @@ def create_app(memory: Any, api_keys: Mapping[str, str], *, max_body_bytes: int 
     def update(memory_id: str, body: UpdateRequest, who: str = Depends(principal)) -> dict[str, Any]:
         warm.wait()
         updated: dict[str, Any] = memory.update(memory_id, user_id=who, text=body.text, metadata=body.metadata,
-                                                expected_revision=body.expected_revision)
+                                                expected_revision=body.expected_revision,
+                                                allow_relearn=body.allow_relearn)
         return updated
 
     @app.delete("/memories/{memory_id}")

@@ -38,7 +38,15 @@ Mapping:
   forgotten content is refused (``SuppressedContentError``);
 - ``batch`` runs the reads first, then the writes (the last write per key wins), as
   LangGraph's ``InMemoryStore`` does; ``abatch`` runs ``batch`` in a worker thread. Calls are
-  serialised by a lock (the retriever is not thread-safe). TTLs are not supported.
+  serialised by a lock (the retriever is not thread-safe);
+- TTLs (``MemgateStore(ttl={"default_ttl": minutes, "refresh_on_read": True})``, ``put(...,
+  ttl=minutes)``): an item past its time is never returned by ``get``, ``search`` or
+  ``list_namespaces`` (LangGraph's ``omit_expired``, always on) and is erased through the
+  forget path's erasure without a directive (:mod:`memgate.integrations.expiry`: the next batch
+  erases what has expired, as does ``memgate store sweep``; ``sweep_interval_minutes`` is
+  accepted, no background thread runs). A read with ``refresh_ttl`` (default:
+  ``refresh_on_read``, itself default True) restarts the item's time. The store never
+  de-duplicates: items are addressed by key.
 """
 
 from __future__ import annotations
@@ -70,6 +78,7 @@ from memgate.contract.ids import derived_id
 from memgate.contract.records import QueryContext
 from memgate.contract.text_normal import tokens_v2
 from memgate.integrations.catalog import Catalog
+from memgate.integrations.expiry import EXPIRES_KEY, check_ttl, expiry_after, is_expired, now_stamp
 from memgate.integrations.memory import now_utc
 from memgate.integrations.opening import DEFAULT_POLICY_TAG, open_retriever, open_store
 from memgate.retriever.errors import RepeatedDetailError
@@ -77,6 +86,26 @@ from memgate.retriever.records.suppression import is_whole_only, word_count
 
 PREFIX = "lg:"
 KEY, VALUE, INDEXED = "key", "value", "indexed"
+TTL = "ttl_minutes"  # the item's time to live (its expiry restarts from it on a refreshing read)
+TTL_KEYS = ("refresh_on_read", "omit_expired", "default_ttl", "sweep_interval_minutes")
+
+
+def check_ttl_config(config: Any) -> Optional[dict[str, Any]]:
+    """LangGraph's ``TTLConfig`` (a mapping), checked: a one-line error naming the field."""
+    if config is None:
+        return None
+    if not isinstance(config, Mapping):
+        raise ValueError(f"field 'ttl' must be a TTLConfig mapping, got {config!r}")
+    unknown = sorted(set(config) - set(TTL_KEYS))
+    if unknown:
+        raise ValueError(f"field 'ttl.{unknown[0]}' is not known (known: {', '.join(TTL_KEYS)})")
+    check_ttl(config.get("default_ttl"), "ttl.default_ttl")
+    for flag in ("refresh_on_read", "omit_expired"):
+        if flag in config and type(config[flag]) is not bool:
+            raise ValueError(f"field 'ttl.{flag}' must be True or False, got {config[flag]!r}")
+    if config.get("omit_expired") is False:
+        raise ValueError("field 'ttl.omit_expired': memgate never returns an expired item (False is not offered)")
+    return dict(config)
 
 try:  # the public validator (langgraph >= 1.x); older versions validate in the public methods
     from langgraph.store.base import validate_op_namespace as _validate_op
@@ -174,12 +203,14 @@ class MemgateStore(BaseStore):
     ``url`` as in :class:`memgate.Memory`; ``principal`` is the identity recorded as the writer
     and reader in the audit log."""
 
-    supports_ttl = False
+    supports_ttl = True
 
     def __init__(self, path: Any = None, *, store: str = "embedded", url: Optional[str] = None,
                  collection: str = "memgate", gate: Any = "auto",
                  index_fields: Optional[list[str]] = None, principal: str = "langgraph",
-                 action_preset: str = "agent_default", fsync: bool = True, encoder: Any = None):
+                 action_preset: str = "agent_default", fsync: bool = True, encoder: Any = None,
+                 ttl: Optional[Mapping[str, Any]] = None):
+        self.ttl_config = check_ttl_config(ttl)  # type: ignore[assignment]
         self._lock = threading.RLock()
         self.principal = principal
         self.index_fields = list(index_fields or ["$"])
@@ -213,10 +244,16 @@ class MemgateStore(BaseStore):
             _validate_op(op)
         results: list[Result] = [None] * len(ops)
         puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
+        for op in ops:  # (every TTL checked before anything is read or written)
+            if isinstance(op, PutOp):
+                check_ttl(op.ttl)
         with self._lock:
+            expired = self.catalog.expired(now_stamp())
+            if expired:  # (met by this batch: erased, audit "expired")
+                self.retriever.erase(expired, event="expired", principal=self.principal)
             for i, op in enumerate(ops):
                 if isinstance(op, GetOp):
-                    results[i] = self._get(tuple(op.namespace), str(op.key))
+                    results[i] = self._get(tuple(op.namespace), str(op.key), op.refresh_ttl)
                 elif isinstance(op, SearchOp):
                     results[i] = self._search(op)
                 elif isinstance(op, ListNamespacesOp):
@@ -229,8 +266,8 @@ class MemgateStore(BaseStore):
             for (namespace, key), op in puts.items():
                 if op.value is None:
                     self._delete(namespace, key)
-                elif not self._put(namespace, key, op.value, op.index):
-                    text, attrs, markers = self._prepare(namespace, key, op.value, op.index)
+                elif not self._put(namespace, key, op.value, op.index, op.ttl):
+                    text, attrs, markers = self._prepare(namespace, key, op.value, op.index, op.ttl)
                     new.setdefault(to_namespace(namespace), []).append((text, attrs, markers))
             for ns, rows in new.items():  # new keys: embedded in one batch, one write per namespace
                 self.retriever.add_many(
@@ -258,10 +295,21 @@ class MemgateStore(BaseStore):
                     created_at=datetime.fromisoformat(record.created_at),
                     updated_at=datetime.fromisoformat(record.updated_at))
 
-    def _get(self, namespace: tuple[str, ...], key: str) -> Optional[Item]:
+    def _get(self, namespace: tuple[str, ...], key: str, refresh: bool = False) -> Optional[Item]:
         memory_id = self.catalog.by_key(to_namespace(namespace), key)
         record = self.mstore.get(memory_id, namespace=to_namespace(namespace)) if memory_id else None
-        return None if record is None or record.forgotten else self._item(record)
+        if record is None or record.forgotten or is_expired(record.attributes, now_stamp()):
+            return None
+        return self._item(self._refreshed(record) if refresh else record)
+
+    def _refreshed(self, record: Any) -> Any:
+        """The record with its expiry restarted from its TTL (an item without one: as it is)."""
+        minutes = record.attributes.get(TTL)
+        if not isinstance(minutes, (int, float)):
+            return record
+        attrs = {**record.attributes, EXPIRES_KEY: expiry_after(float(minutes))}
+        return self.retriever.update(record.memory_id, record.revision, principal=self.principal,
+                                     namespace=record.namespace, attributes=attrs)
 
     def _text(self, value: Mapping[str, Any], index: Any) -> tuple[str, bool, list[str]]:
         """The record's text, whether it is ranked by queries, and the indexed content leaves."""
@@ -277,20 +325,23 @@ class MemgateStore(BaseStore):
         return text, True, [t for t in texts if t.strip()]
 
     def _prepare(self, namespace: tuple[str, ...], key: str, value: Any,
-                 index: Any) -> tuple[str, dict[str, Any], list[str]]:
+                 index: Any, ttl: Optional[float] = None) -> tuple[str, dict[str, Any], list[str]]:
         """(text, attributes, markers) of the record that holds the item."""
         if not isinstance(value, Mapping):
             raise ValueError(f"put {namespace}/{key}: value must be a mapping, got {type(value).__name__}")
         text, indexed, content = self._text(value, index)
         markers = [c for c in dict.fromkeys(content) if not is_whole_only(tokens_v2(c), "text", word_count(c))]
-        return text, {KEY: key, VALUE: dict(value), INDEXED: indexed}, markers
+        minutes = check_ttl(ttl)
+        lifetime = {} if minutes is None else {TTL: minutes, EXPIRES_KEY: expiry_after(minutes)}
+        return text, {KEY: key, VALUE: dict(value), INDEXED: indexed, **lifetime}, markers
 
-    def _put(self, namespace: tuple[str, ...], key: str, value: Any, index: Any) -> bool:
+    def _put(self, namespace: tuple[str, ...], key: str, value: Any, index: Any,
+             ttl: Optional[float] = None) -> bool:
         """Update the key's live record; False when the key has none (the caller adds it)."""
         current = self.catalog.by_key(to_namespace(namespace), key)
         if current is None:
             return False
-        text, attrs, markers = self._prepare(namespace, key, value, index)
+        text, attrs, markers = self._prepare(namespace, key, value, index, ttl)
         record = self.mstore.get(current, namespace=to_namespace(namespace))
         changes: dict[str, Any] = {"attributes": attrs, "markers": markers}
         if record.text != text:
@@ -331,13 +382,16 @@ class MemgateStore(BaseStore):
                              f"{MAX_LIMIT} (MAX_LIMIT), got {op.offset} + {op.limit}")
         namespaces = self._namespaces_under(tuple(op.namespace_prefix))
         flt = op.filter or {}
+        at = now_stamp()
         keyed = self.catalog.ids(
-            namespaces, where=lambda a: KEY in a and all(_compare(a[VALUE].get(k), v) for k, v in flt.items()))
+            namespaces, where=lambda a: KEY in a and not is_expired(a, at)
+            and all(_compare(a[VALUE].get(k), v) for k, v in flt.items()))
         if not keyed:
             return []
         if not op.query:
             records = sorted(self.mstore.get_many(keyed).values(), key=lambda r: (r.created_at, r.memory_id))
-            return [self._search_item(r) for r in records[op.offset: op.offset + op.limit]]
+            page = records[op.offset: op.offset + op.limit]
+            return [self._search_item(self._refreshed(r) if op.refresh_ttl else r) for r in page]
         records = self.mstore.get_many(keyed)
         indexed = [i for i in keyed if records[i].attributes.get(INDEXED)]
         hits: list[SearchItem] = []
@@ -345,7 +399,9 @@ class MemgateStore(BaseStore):
             ctx = QueryContext(query_id=f"lg-q-{uuid.uuid4().hex}", text="", principal=self.principal,
                                namespaces=frozenset(namespaces), time=now_utc())
             result = self.retriever.retrieve(op.query, ctx, k=op.offset + op.limit, only_ids=indexed)
-            hits = [self._search_item(it.memory, it.score, it.gate_risk) for it in result.items][op.offset:]
+            hits = [self._search_item(self._refreshed(it.memory) if op.refresh_ttl else it.memory, it.score,
+                                      it.gate_risk)
+                    for it in result.items][op.offset:]
         if len(hits) < op.limit:  # as InMemoryStore: unindexed matches fill the rest, unscored
             rest = sorted((records[i] for i in keyed if not records[i].attributes.get(INDEXED)),
                           key=lambda r: (r.created_at, r.memory_id))
@@ -354,7 +410,9 @@ class MemgateStore(BaseStore):
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         found = [t for t in (from_namespace(ns) for ns in self.catalog.namespaces()) if t is not None]
-        keyed = {t for t in found if self.catalog.ids([to_namespace(t)], where=lambda a: KEY in a)}
+        at = now_stamp()
+        keyed = {t for t in found
+                 if self.catalog.ids([to_namespace(t)], where=lambda a: KEY in a and not is_expired(a, at))}
         names = [t for t in keyed if all(_matches(m, t) for m in op.match_conditions or ())]
         if op.max_depth is not None:
             return sorted({t[: op.max_depth] for t in names})[op.offset: op.offset + op.limit]

@@ -30,7 +30,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Send
 
-from memgate.integrations.memory import check_user_id
+from memgate.integrations.memory import check_user_id, results_of
 from memgate.integrations.warmup import WarmingUp, Warmup, WarmupFailed
 from memgate.retriever.errors import StoreError, UnknownMemoryError
 
@@ -108,7 +108,7 @@ def create_mcp_server(memory: Any, principal: str, *, name: str = "memgate",
     @server.tool(structured_output=True)
     def list_memories(limit: int = 100) -> dict[str, Any]:
         """The user's memories, oldest first (forget directives are not memories: not listed)."""
-        return guarded(lambda: {"results": memory.get_all(user_id=user, limit=limit)}, embeds=False)
+        return guarded(lambda: {"results": results_of(memory.get_all(user_id=user, limit=limit))}, embeds=False)
 
     @server.tool(structured_output=True)
     def get_memory(memory_id: str) -> dict[str, Any]:

@@ -15,9 +15,14 @@ Underneath is the full :class:`memgate.retriever.GatedRetriever` (``Memory.retri
 - ``user_id`` is the principal and selects the user's namespace (``user:<user_id>``): a search
   reads only that namespace, and every by-id call (``get``, ``update``, ``delete``,
   ``history``) answers "no memory" for another user's id, the same answer as for an unknown id;
-- ``agent_id`` / ``run_id`` narrow within the user's namespace, never widen: a memory added with
-  them carries them, and a call that passes them (search, get_all, delete_all) sees only the
-  user's memories that carry the same values;
+  as in Mem0, ``agent_id`` alone selects the agent's namespace (``agent:<agent_id>``) and
+  ``run_id`` alone the run's (``run:<run_id>``): :mod:`memgate.integrations.scoping`;
+- ``agent_id`` / ``run_id`` besides the id that chose the namespace narrow within it, never
+  widen: a memory added with them carries them, and a call that passes them (search, get_all,
+  delete_all) sees only the memories that carry the same values;
+- ``add`` returns the current memory of the same scope whose normalised text it repeats,
+  unchanged (:mod:`memgate.integrations.dedup`); ``expiration_date`` makes a memory expire
+  (:mod:`memgate.integrations.expiry`);
 - ``search`` returns ``{"results": [...], "forgotten_relevant": bool, "query_id", "route",
   "excluded", "dropped", "dropped_ids"}`` (Mem0's shape and the HTTP API's; each hit carries
   ``gate_risk``, :mod:`memgate.integrations.hits`); query ids are minted per search, for
@@ -34,8 +39,10 @@ Underneath is the full :class:`memgate.retriever.GatedRetriever` (``Memory.retri
   ``directives()`` the directives;
 - ``add`` records ``provenance="user_stated"`` (the authenticated user stating something about
   themselves: ``user_id`` is the principal and the memory lands in their own namespace) unless the
-  caller passes ``provenance``; it also takes a chat-message list (:mod:`memgate.integrations.messages`:
-  each user turn stored word for word, no LLM extraction);
+  caller passes ``provenance``; it also takes a chat message or a list of them
+  (:mod:`memgate.integrations.messages`: each user turn stored word for word; ``infer=True``
+  distils them into facts only through a configured OpenAI-compatible extractor,
+  :mod:`memgate.integrations.extraction`);
 - memories added without ``policy_tags`` are tagged ``general`` (a rule readable for every
   purpose); pass ``policy_rules`` and ``policy_tags`` to use the policy axis;
 - allowed actions use the ``agent_default`` preset (a user-stated fact about the user at low risk:
@@ -54,6 +61,7 @@ that embed nothing (those that embed wait for it).
 
 from __future__ import annotations
 
+import math
 import threading
 import uuid
 import warnings
@@ -61,10 +69,15 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from typing import Any, Optional
 
+import numpy as np
+
 from memgate.contract.defaults import RERANK_DEPTH, check_limit
 from memgate.contract.ids import check_id, derived_id
 from memgate.contract.records import QueryContext
 from memgate.integrations.catalog import Catalog
+from memgate.integrations.dedup import check_cosine, text_digest
+from memgate.integrations.expiry import EXPIRES_KEY, check_expiration, is_expired, now_stamp, query_stamp
+from memgate.integrations.extraction import NO_EXTRACTOR, Extractor
 from memgate.integrations.filters import check_filters
 from memgate.integrations.hits import drop_summary, hit_view
 from memgate.integrations.home import default_store_dir
@@ -72,22 +85,56 @@ from memgate.integrations.inputs import (
     check_item_fields,
     check_item_shape,
     check_metadata,
-    check_no_surrogate,
     prefix,
 )
+from memgate.integrations.mem0_config import memory_kwargs
 from memgate.integrations.messages import user_turns
 from memgate.integrations.opening import DEFAULT_POLICY_TAG, open_retriever, open_store
+from memgate.integrations.scoping import (
+    MAX_ID,
+    PREFIXES,
+    SCOPE_KEYS,
+    USER_PREFIX,
+    Scope,
+    check_scope,
+    check_user_id,
+    resolve,
+    scope_of_namespace,
+)
 from memgate.retriever import DEFAULT_DIRECTIVE
 from memgate.retriever.errors import UnknownMemoryError
+from memgate.retriever.records.memory import StoredMemory
 
-USER_PREFIX = "user:"
-MAX_USER_ID = 256
+MAX_USER_ID = MAX_ID
 USER_STATED = "user_stated"  # the provenance add() records (the user stating it, about themselves)
-SCOPE_KEYS = ("agent_id", "run_id")  # metadata keys that narrow within a user's namespace
-OUTPUT_FORMATS = ("v1.1", "v1.0")  # v1.0: search returns the old list shape (one release)
+RESERVED_METADATA = (*SCOPE_KEYS, EXPIRES_KEY)  # set from their own keywords, not metadata
+# v1.2: get_all returns {"results": [...]}; v1.1: get_all returns a list (one release);
+# v1.0: search returns a list too (one release)
+OUTPUT_FORMATS = ("v1.2", "v1.1", "v1.0")
 
 
-class SearchResults(dict[str, Any]):
+class _Results(dict[str, Any]):
+    """A dict whose keys are also attributes; indexing it with a number still reaches
+    ``results``, with a DeprecationWarning, for one release."""
+
+    call = "Memory.search"
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, (int, slice)):
+            warnings.warn(f"{self.call} returns {{'results': [...]}}: read found['results'][i] "
+                          "(indexing the result itself goes in the next release)",
+                          DeprecationWarning, stacklevel=2)
+            return self["results"][key]
+        return super().__getitem__(key)
+
+
+class SearchResults(_Results):
     """One search: ``{"results": [hit, ...], "forgotten_relevant": bool, "query_id": str,
     "route": str, "excluded": int, "dropped": int, "dropped_ids": [str]}`` (hits best first,
     each with ``gate_risk``: :mod:`memgate.integrations.hits`; ``excluded``: memories left out by
@@ -103,19 +150,14 @@ class SearchResults(dict[str, Any]):
                          query_id=query_id, route=route, excluded=int(excluded),
                          dropped=int(dropped), dropped_ids=list(dropped_ids))
 
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self[name]
-        except KeyError:
-            raise AttributeError(name) from None
 
-    def __getitem__(self, key: Any) -> Any:
-        if isinstance(key, (int, slice)):
-            warnings.warn("Memory.search returns {'results': [...]}: read hits['results'][i] "
-                          "(indexing the result itself goes in the next release)",
-                          DeprecationWarning, stacklevel=2)
-            return self["results"][key]
-        return super().__getitem__(key)
+class ListResults(_Results):
+    """``get_all``'s answer (output format v1.2): ``{"results": [memory, ...]}``, oldest first."""
+
+    call = "Memory.get_all"
+
+    def __init__(self, items: Iterable[dict[str, Any]]):
+        super().__init__(results=list(items))
 
 
 class LegacySearchResults(list[Any]):
@@ -130,13 +172,9 @@ class LegacySearchResults(list[Any]):
         self.dropped, self.dropped_ids = found["dropped"], found["dropped_ids"]
 
 
-def check_user_id(user_id: Any) -> str:
-    if not isinstance(user_id, str) or not user_id.strip():
-        raise ValueError(f"field 'user_id' must be a non-empty string, got {user_id!r}")
-    if len(user_id) > MAX_USER_ID or any(ord(c) < 32 or ord(c) == 127 for c in user_id):
-        raise ValueError(f"field 'user_id' must be at most {MAX_USER_ID} printable characters")
-    check_no_surrogate(user_id, "user_id")
-    return user_id
+def results_of(found: Any) -> list[dict[str, Any]]:
+    """The list of memories of a ``search`` / ``get_all`` answer, whatever the output format."""
+    return list(found["results"]) if isinstance(found, dict) else list(found)
 
 
 def user_namespace(user_id: str) -> str:
@@ -157,32 +195,32 @@ def check_time(value: Any, field: str = "time") -> str:
                      f"(e.g. 2026-05-01T12:00:00+00:00), got {value!r}")
 
 
+def check_threshold(value: Any) -> Optional[float]:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"field 'threshold' must be a finite number (a minimum score), got {value!r}")
+    return float(value)
+
+
 def now_utc() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def check_scope(agent_id: Any = None, run_id: Any = None) -> dict[str, Any]:
-    """``{"agent_id": ..., "run_id": ...}`` of the given ones (non-empty strings), checked."""
-    scope = {}
-    for name, value in (("agent_id", agent_id), ("run_id", run_id)):
-        if value is None:
-            continue
-        if not isinstance(value, str) or not value.strip() or len(value) > MAX_USER_ID:
-            raise ValueError(f"field {name!r} must be a non-empty string of at most {MAX_USER_ID} "
-                             f"characters, got {value!r}")
-        scope[name] = value
-    return scope
-
-
 def record_view(record: Any, user_id: Optional[str] = None) -> dict[str, Any]:
     """A stored record as the agent surfaces return it (JSON-ready); ``agent_id`` / ``run_id``
-    are fields of their own, not metadata."""
+    and ``expiration_date`` are fields of their own, not metadata; ``user_id`` is None for an
+    agent's or a run's memory."""
     metadata = dict(record.attributes)
     scope = {k: metadata.pop(k, None) for k in SCOPE_KEYS}
+    expires = metadata.pop(EXPIRES_KEY, None)
+    if user_id is None:
+        owner = scope_of_namespace(record.namespace or "")
+        user_id = owner.user_id if owner is not None else record.principal
     return {
         "id": record.memory_id,
         "memory": record.text,
-        "user_id": user_id if user_id is not None else record.principal,
+        "user_id": user_id,
         **scope,
         "metadata": metadata,
         "kind": record.kind or "memory",
@@ -192,6 +230,7 @@ def record_view(record: Any, user_id: Optional[str] = None) -> dict[str, Any]:
         "revision": record.revision,
         "created_at": record.created_at,
         "updated_at": record.updated_at,
+        "expiration_date": expires,
         "needs_review": record.needs_review,
     }
 
@@ -208,8 +247,12 @@ class Memory:
     schema ``collection``, default ``memgate``; ``url`` defaults to ``$MEMGATE_POSTGRES_URL``;
     ``path=DIR`` keeps the audit trail in ``DIR/audit.jsonl``, or ``audit_log=FILE``).
     ``gate``: ``"auto"`` (default), ``"released"``, ``None`` (no learned gate) or a checkpoint
-    directory; ``action_preset`` one of memgate.actions' presets; ``output_format="v1.0"``
-    keeps the list shape of ``search`` for one release.
+    directory; ``action_preset`` one of memgate.actions' presets; ``output_format="v1.1"``
+    keeps the list shape of ``get_all`` and ``"v1.0"`` that of ``search`` too, for one release;
+    ``extractor`` an OpenAI-compatible endpoint for ``add(..., infer=True)``
+    (:mod:`memgate.integrations.extraction`); ``dedup_cosine`` folds near-duplicates at or
+    above that cosine into the memory they repeat (None, the default: exact duplicates only).
+    :meth:`from_config` reads Mem0's configuration dict.
     """
 
     def __init__(self, path: Any = None, *, store: str = "embedded", url: Optional[str] = None,
@@ -217,13 +260,17 @@ class Memory:
                  action_preset: str = "agent_default",
                  policy_rules: Optional[Mapping[str, Mapping[str, Any]]] = None, encoder: Any = None,
                  rerank_depth: int = RERANK_DEPTH, fail_mode: str = "open", fsync: bool = True,
-                 audit_log: Any = None, output_format: str = "v1.1"):
+                 audit_log: Any = None, output_format: str = "v1.2", extractor: Any = None,
+                 dedup_cosine: Optional[float] = None):
         if output_format not in OUTPUT_FORMATS:
             raise ValueError(f"field 'output_format' must be one of {OUTPUT_FORMATS}, got {output_format!r}")
-        if output_format == "v1.0":
-            warnings.warn("output_format='v1.0' (search returns a list) goes in the next release; "
-                          "read search(...)['results']", DeprecationWarning, stacklevel=2)
+        if output_format != OUTPUT_FORMATS[0]:
+            warnings.warn(f"output_format={output_format!r} (get_all{'' if output_format == 'v1.1' else ' and search'}"
+                          " return a list) goes in the next release; read get_all(...)['results']",
+                          DeprecationWarning, stacklevel=2)
         self.output_format = output_format
+        self.extractor = None if extractor is None else Extractor.from_mapping(extractor)
+        self.dedup_cosine = check_cosine(dedup_cosine)
         if store == "embedded" and path is None and url is None:
             path = default_store_dir()
             path.mkdir(parents=True, exist_ok=True)
@@ -241,6 +288,13 @@ class Memory:
             raise
         self.catalog = Catalog(self.store)
         self._closed = False
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], **options: Any) -> Memory:
+        """A Memory from Mem0's configuration dict (:mod:`memgate.integrations.mem0_config`:
+        ``vector_store``, ``embedder``, ``llm``; any other key is refused, named); ``options``
+        are further :class:`Memory` keywords."""
+        return cls(**{**memory_kwargs(config), **options})
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -272,49 +326,103 @@ class Memory:
 
     # -- helpers ------------------------------------------------------------------------------
 
-    def _own(self, memory_id: Any, user_id: str, *, allow_forgotten: bool = False) -> Any:
-        """The user's record, or UnknownMemoryError (one answer for unknown and not yours)."""
+    @staticmethod
+    def _label(scope: Scope) -> str:
+        return f"user {scope.user_id!r}" if scope.user_id is not None else scope.namespace
+
+    def _own(self, memory_id: Any, scope: Scope, *, allow_forgotten: bool = False) -> Any:
+        """The scope's record, or UnknownMemoryError (one answer for unknown, not yours and
+        expired); an expired record met here is erased."""
         if not isinstance(memory_id, str) or not memory_id:
             raise ValueError(f"field 'memory_id' must be a non-empty string, got {memory_id!r}")
-        record = self.store.get(memory_id, namespace=user_namespace(user_id))  # ids are per user
-        if record is None or record.namespace != user_namespace(user_id) or (
+        record = self.store.get(memory_id, namespace=scope.namespace)  # ids are per namespace
+        if record is not None and not record.forgotten and is_expired(record.attributes, now_stamp()):
+            with self._lock:
+                self._erase_expired([scope.namespace])
+            record = self.store.get(memory_id, namespace=scope.namespace)  # (now its tombstone)
+        if record is None or record.namespace != scope.namespace or (
                 record.forgotten and not allow_forgotten):
-            raise UnknownMemoryError(f"no memory {memory_id!r} for user {user_id!r}")
+            raise UnknownMemoryError(f"no memory {memory_id!r} for {self._label(scope)}")
         return record
 
-    def _owner(self, memory_id: Any, user_id: Optional[str]) -> str:
-        """``user_id``, or (without one) the one user whose live memory has this id; an id that
-        names no user's memory or several users' answers as an unknown id does."""
-        if user_id is not None:
-            return user_id
+    def _in_scope(self, record: Any, scope: Scope) -> None:
+        """An ``agent_id`` / ``run_id`` that names a scope other than the record's is refused."""
+        for key, value in scope.narrow.items():
+            if record.attributes.get(key) != value:
+                raise ValueError(f"field {key!r}: memory {record.memory_id!r} was not added with "
+                                 f"{key}={value!r}")
+
+    def _owner(self, memory_id: Any, user_id: Any, agent_id: Any = None, run_id: Any = None) -> Scope:
+        """The scope of the ids given, or (none given) of the one namespace whose live memory
+        has this id; an id that names no memory or several answers as an unknown id does."""
+        if user_id is not None or agent_id is not None or run_id is not None:
+            return resolve(user_id, agent_id, run_id)
         if not isinstance(memory_id, str) or not memory_id:
             raise ValueError(f"field 'memory_id' must be a non-empty string, got {memory_id!r}")
         namespace = self.catalog.namespace_of(memory_id)
-        if namespace is None or not namespace.startswith(USER_PREFIX):
+        scope = None if namespace is None else scope_of_namespace(namespace)
+        if scope is None:
             raise UnknownMemoryError(f"no memory {memory_id!r} (pass user_id= for an id that "
                                      "several users' memories share)")
-        return namespace[len(USER_PREFIX):]
+        return scope
 
-    def _check_links(self, fields: Mapping[str, Any], user_id: str) -> None:
+    def _check_links(self, fields: Mapping[str, Any], scope: Scope) -> None:
         for source in fields.get("derived_from") or ():
-            self._own(source, user_id)
+            self._own(source, scope)
         for link in fields.get("supersedes") or ():
-            self._own(link if isinstance(link, str) else link.memory_id, user_id)
+            self._own(link if isinstance(link, str) else link.memory_id, scope)
 
-    def _scoped_ids(self, user_id: str, scope: Mapping[str, str], flt: Optional[dict[str, Any]],
-                    directives: bool) -> Optional[list[str]]:
-        """The user's ids within ``scope`` matching ``flt`` (directives: scope only), or None
-        when nothing narrows (every id of the namespace)."""
-        if not scope and not flt:
+    def _scoped_ids(self, scope: Scope, flt: Optional[dict[str, Any]], directives: bool,
+                    at: str) -> Optional[list[str]]:
+        """The scope's ids matching ``flt`` (directives: scope only) and not expired at ``at``,
+        or None when nothing narrows (every id of the namespace)."""
+        expired = {mid for _, mid in self.catalog.expired(at, [scope.namespace])}
+        if not scope.narrow and not flt and not (expired and not directives):
             return None
-        where = {k: {"eq": v} for k, v in scope.items()}
-        return self.catalog.ids([user_namespace(user_id)], {**where, **({} if directives else flt or {})},
-                                directives=directives)
+        where = {**scope.where, **({} if directives else flt or {})}
+        return [i for i in self.catalog.ids([scope.namespace], where, directives=directives) if i not in expired]
+
+    def _erase_expired(self, namespaces: Optional[Iterable[str]] = None) -> int:
+        """Erase the records expired by now (audit ``expired``); the caller holds the lock."""
+        keys = self.catalog.expired(now_stamp(), namespaces)
+        if keys:
+            self.retriever.erase(keys, event="expired")
+        return len(keys)
+
+    def _check_suppressed(self, item: Mapping[str, Any], scope: Scope) -> None:
+        """Refuse an item that repeats forgotten content (text, metadata, markers), as a write
+        would, though a de-duplicated add writes nothing."""
+        check = getattr(self.store, "check_suppressed", None)
+        if check is not None:
+            check(StoredMemory(memory_id=item["memory_id"], namespace=scope.namespace, text=item["text"],
+                               principal=scope.principal, attributes=dict(item["attributes"]),
+                               markers=tuple(item.get("markers") or ())))
+
+    def _duplicate_of(self, text: str, scope: Scope, attributes: Mapping[str, Any]) -> Optional[str]:
+        """The id of a current memory of the same scope that ``text`` repeats (module dedup)."""
+        digest = text_digest(text)
+        at = now_stamp()
+        same_scope = {k: attributes.get(k) for k in SCOPE_KEYS}
+        mine = self.catalog.ids([scope.namespace], directives=False,
+                                where=lambda a: {k: a.get(k) for k in SCOPE_KEYS} == same_scope
+                                and not is_expired(a, at))
+        exact = set(self.catalog.same_text(scope.namespace, digest)) if digest else set()
+        found = [i for i in mine if i in exact]
+        if found:  # (the oldest, when explicit ids stored the text again)
+            records = self.store.get_many(found, namespace=scope.namespace).values()
+            return str(min(records, key=lambda r: (r.created_at or "", r.memory_id)).memory_id)
+        if self.dedup_cosine is None or not mine:
+            return None
+        q = self.retriever.embedder.embed(text)
+        vectors = self.store.vectors_for(mine, namespace=scope.namespace)
+        best = max(((float(np.dot(q, v)), i) for i, v in vectors.items()), default=None)
+        return best[1] if best is not None and best[0] >= self.dedup_cosine else None
 
     # -- writes -------------------------------------------------------------------------------
 
-    def _item(self, given: Any, i: Optional[int], scope: Mapping[str, str]) -> dict[str, Any]:
-        """One add's fields (checked): text, attributes (metadata + scope), provenance, tags."""
+    def _item(self, given: Any, i: Optional[int], scope: Scope) -> dict[str, Any]:
+        """One add's fields (checked): text, attributes (metadata + scope + expiry), provenance,
+        tags; ``explicit_id``: the caller chose the id (no de-duplication)."""
         where = prefix(i)
         item = check_item_shape(given, i)
         if "text" not in item:
@@ -323,223 +431,322 @@ class Memory:
             if reserved in item:
                 raise TypeError(f"{where} field {reserved!r} is set from user_id / metadata")
         metadata = check_metadata(item.pop("metadata", None), i)
-        for key in SCOPE_KEYS:
+        for key in RESERVED_METADATA:
             if key in metadata:
                 raise ValueError(f"{where} field 'metadata.{key}' is reserved: pass {key}= instead")
-        item["attributes"] = {**metadata, **scope}
+        expires = check_expiration(item.pop("expiration_date", None))
+        item["attributes"] = {**metadata, **scope.narrow, **({EXPIRES_KEY: expires} if expires else {})}
         check_item_fields(item, i)
         item.setdefault("policy_tags", [DEFAULT_POLICY_TAG])
         item.setdefault("provenance", USER_STATED)
-        item.setdefault("memory_id", f"mem-{uuid.uuid4().hex[:16]}")
-        if item["memory_id"] is None:
+        item["explicit_id"] = item.get("memory_id") is not None
+        if item["explicit_id"]:
+            check_id(item["memory_id"])
+        else:
             item["memory_id"] = f"mem-{uuid.uuid4().hex[:16]}"
         return item
 
-    def add(self, text: Any, *, user_id: str, metadata: Optional[Mapping[str, Any]] = None,
+    def add(self, text: Any, *, user_id: Optional[str] = None, metadata: Optional[Mapping[str, Any]] = None,
             memory_id: Optional[str] = None, agent_id: Optional[str] = None,
-            run_id: Optional[str] = None, **record_fields: Any) -> Any:
-        """Store one memory for ``user_id``; returns it. ``text`` may be a chat-message list
+            run_id: Optional[str] = None, infer: bool = False, expiration_date: Any = None,
+            allow_relearn: bool = False, **record_fields: Any) -> Any:
+        """Store one memory in the scope of ``user_id`` / ``agent_id`` / ``run_id``
+        (:mod:`memgate.integrations.scoping`); returns it, or the current memory of the same
+        scope whose normalised text it repeats, unchanged (:mod:`memgate.integrations.dedup`;
+        not when ``memory_id`` is given). ``text`` may be a chat message or a list of them
         (:func:`memgate.integrations.messages.user_turns`): each user turn is stored, in one
-        write, and the list of stored memories is returned. ``record_fields`` are the record's
-        other fields (``policy_tags``, ``observed_at``, ``epistemic_status``, ``provenance``,
-        ``risk``, ``evidence_strength``, ``applicability``, ``supersedes``, ``derived_from``,
-        ...). ``memory_id`` (default: a random id) follows
-        :func:`memgate.contract.ids.check_id`: an id this or another surface could not read or
-        forget later is refused, never replaced."""
-        if not isinstance(text, str):
+        write, and the list of stored memories is returned; ``infer=True`` distils them into facts
+        through the configured extractor (:mod:`memgate.integrations.extraction`; refused without
+        one). ``expiration_date`` (a datetime or ISO 8601 text) makes the memory expire
+        (:mod:`memgate.integrations.expiry`). ``record_fields`` are the record's other fields
+        (``policy_tags``, ``observed_at``, ``epistemic_status``, ``provenance``, ``risk``,
+        ``evidence_strength``, ``applicability``, ``supersedes``, ``derived_from``, ...).
+        ``memory_id`` (default: a random id) follows :func:`memgate.contract.ids.check_id`: an
+        id this or another surface could not read or forget later is refused, never replaced."""
+        resolve(user_id, agent_id, run_id)  # (refused before anything else: no scope, bad ids)
+        if type(infer) is not bool:
+            raise ValueError(f"field 'infer' must be True or False, got {infer!r}")
+        if infer and self.extractor is None:
+            raise ValueError(NO_EXTRACTOR)
+        check_expiration(expiration_date)
+        if isinstance(text, Mapping):
+            text = [text]  # one chat message
+        if not isinstance(text, str) or infer:
             if memory_id is not None:
                 raise ValueError("add(messages): field 'memory_id' names one memory; each turn gets its own")
-            turns = user_turns(text)
-            items = [{"text": t, "metadata": metadata, **record_fields} for t in turns]
-            return self.add_many(items, user_id=user_id, agent_id=agent_id, run_id=run_id) if items else []
-        user_namespace(user_id)
-        if memory_id is not None:
-            check_id(memory_id)
-        fields = self._item({"text": text, "metadata": metadata, "memory_id": memory_id, **record_fields},
-                            None, check_scope(agent_id, run_id))
-        with self._model_lock, self._lock:  # (waits for a warm-up in progress)
-            self._check_open()
-            self._check_links(fields, user_id)
-            stored = self.retriever.add(fields.pop("text"), namespace=user_namespace(user_id),
-                                        principal=user_id, **fields)
-            return record_view(stored, user_id)
+            turns = [text] if isinstance(text, str) else user_turns(text)
+            if infer and turns:
+                assert self.extractor is not None
+                turns = self.extractor.extract(turns)
+            items = [{"text": t, "metadata": metadata, "expiration_date": expiration_date, **record_fields}
+                     for t in turns]
+            return self.add_many(items, user_id=user_id, agent_id=agent_id, run_id=run_id,
+                                 allow_relearn=allow_relearn) if items else []
+        stored = self.add_many([{"text": text, "metadata": metadata, "memory_id": memory_id,
+                                 "expiration_date": expiration_date, **record_fields}],
+                               user_id=user_id, agent_id=agent_id, run_id=run_id,
+                               allow_relearn=allow_relearn, _single=True)
+        return stored[0]
 
-    def add_many(self, items: Iterable[Any], *, user_id: str, agent_id: Optional[str] = None,
-                 run_id: Optional[str] = None) -> list[dict[str, Any]]:
+    def add_many(self, items: Iterable[Any], *, user_id: Optional[str] = None, agent_id: Optional[str] = None,
+                 run_id: Optional[str] = None, allow_relearn: bool = False,
+                 _single: bool = False) -> list[dict[str, Any]]:
         """Store several memories in one write (all or none), embedded in one batch; each item
-        is a text or a mapping ``{"text": ..., "metadata": {...}, **record_fields}``."""
-        ns = user_namespace(user_id)
-        scope = check_scope(agent_id, run_id)
-        per = [self._item(item, i, scope) for i, item in enumerate(items)]
-        texts = [item.pop("text") for item in per]
+        is a text or a mapping ``{"text": ..., "metadata": {...}, "expiration_date": ...,
+        **record_fields}``. An item repeating a current memory of the scope, or an earlier item
+        (no ``memory_id`` given), returns that memory (:mod:`memgate.integrations.dedup`)."""
+        scope = resolve(user_id, agent_id, run_id)
+        per = [self._item(item, None if _single else i, scope) for i, item in enumerate(items)]
         with self._model_lock, self._lock:  # (waits for a warm-up in progress)
             self._check_open()
+            self._erase_expired([scope.namespace])
+            out: list[Any] = []  # per item: a stored view, or the index of the item it repeats
+            new: list[dict[str, Any]] = []
+            batch: dict[tuple[Any, ...], int] = {}
             for item in per:
-                self._check_links(item, user_id)
-            stored = self.retriever.add_many(texts, namespace=ns, principal=user_id, fields=per)
-            return [record_view(r, user_id) for r in stored]
+                self._check_links(item, scope)
+                explicit = item.pop("explicit_id")
+                key = (text_digest(item["text"]), *(item["attributes"].get(k) for k in SCOPE_KEYS))
+                if not explicit:
+                    if key in batch:
+                        out.append(batch[key])
+                        continue
+                    same = self._duplicate_of(item["text"], scope, item["attributes"])
+                    if same is not None:
+                        if not allow_relearn:  # (forgotten content in its metadata is refused all the same)
+                            self._check_suppressed(item, scope)
+                        self.store.note("deduplicated", memory_id=same, namespace=scope.namespace,
+                                        principal=scope.principal)
+                        out.append(record_view(self._own(same, scope), scope.user_id))
+                        continue
+                    batch[key] = len(out)
+                out.append(None)
+                new.append(item)
+            texts = [item.pop("text") for item in new]
+            stored = iter(self.retriever.add_many(texts, namespace=scope.namespace, principal=scope.principal,
+                                                  fields=new, allow_relearn=allow_relearn) if new else [])
+            for i, got in enumerate(out):
+                if got is None:
+                    out[i] = record_view(next(stored), scope.user_id)
+            return [out[got] if isinstance(got, int) else got for got in out]
 
-    def update(self, memory_id: str, *, user_id: Optional[str] = None, text: Optional[str] = None,
-               metadata: Optional[Mapping[str, Any]] = None,
-               expected_revision: Optional[int] = None, **fields: Any) -> dict[str, Any]:
-        """Change a memory's text (re-embedded), metadata (replaced as a whole; its
-        ``agent_id`` / ``run_id`` stay) or other updatable fields; ``expected_revision`` makes it
-        compare-and-set. Without ``user_id``, the id must name one user's memory."""
+    def update(self, memory_id: str, data: Optional[str] = None, *, user_id: Optional[str] = None,
+               text: Optional[str] = None, metadata: Optional[Mapping[str, Any]] = None,
+               expected_revision: Optional[int] = None, agent_id: Optional[str] = None,
+               run_id: Optional[str] = None, allow_relearn: bool = False, **fields: Any) -> dict[str, Any]:
+        """Change a memory's text (``data``, Mem0's name, or ``text``; re-embedded), metadata
+        (replaced as a whole; its ``agent_id`` / ``run_id`` / ``expiration_date`` stay) or other
+        updatable fields; ``expected_revision`` makes it compare-and-set. Without an id of
+        its scope, the id must name one memory; an ``agent_id`` / ``run_id`` the record was not
+        added with is refused."""
+        if data is not None and text is not None and data != text:
+            raise ValueError("update: field 'data' and field 'text' both given (pass one)")
+        text = text if text is not None else data
         changes = dict(fields)
         if text is not None:
             changes["text"] = text
         if not changes and metadata is None:
-            raise ValueError("update: nothing to change (pass text=, metadata= or a field)")
+            raise ValueError("update: nothing to change (pass data, text=, metadata= or a field)")
         with self._model_lock, self._lock:  # (waits for a warm-up in progress)
             self._check_open()
-            user_id = self._owner(memory_id, user_id)
-            record = self._own(memory_id, user_id)
+            scope = self._owner(memory_id, user_id, agent_id, run_id)
+            record = self._own(memory_id, scope)
+            self._in_scope(record, scope)
             if metadata is not None:
                 metadata = check_metadata(metadata, None, "update:")
-                reserved = sorted(set(metadata) & set(SCOPE_KEYS))
+                reserved = sorted(set(metadata) & set(RESERVED_METADATA))
                 if reserved:
                     raise ValueError(f"update: field 'metadata.{reserved[0]}' is reserved (set at add)")
-                scope = {k: record.attributes[k] for k in SCOPE_KEYS if k in record.attributes}
-                changes["attributes"] = {**dict(metadata), **scope}
+                kept = {k: record.attributes[k] for k in RESERVED_METADATA if k in record.attributes}
+                changes["attributes"] = {**dict(metadata), **kept}
             revision = record.revision if expected_revision is None else expected_revision
-            updated = self.retriever.update(memory_id, revision, principal=user_id,
-                                            namespace=record.namespace, **changes)
-            return record_view(updated, user_id)
+            updated = self.retriever.update(memory_id, revision, principal=scope.principal,
+                                            namespace=record.namespace, allow_relearn=allow_relearn,
+                                            **changes)
+            return record_view(updated, scope.user_id)
 
-    def delete(self, memory_id: str, *, user_id: Optional[str] = None,
-               directive: Optional[str] = None) -> dict[str, Any]:
+    def delete(self, memory_id: str, *, user_id: Optional[str] = None, agent_id: Optional[str] = None,
+               run_id: Optional[str] = None, directive: Optional[str] = None) -> dict[str, Any]:
         """Forget a memory (text, metadata and vector erased for good; the id cannot be reused)
-        and keep a forget directive in the user's namespace; returns the directive. Without
-        ``user_id``, the id must name one user's memory (else :class:`UnknownMemoryError`, the
-        answer for an unknown id)."""
+        and keep a forget directive in its namespace; returns the directive. Without an id of
+        its scope, the id must name one memory (else :class:`UnknownMemoryError`, the answer
+        for an unknown id); an ``agent_id`` / ``run_id`` the record was not added with is
+        refused."""
         with self._model_lock, self._lock:  # (waits for a warm-up in progress)
             self._check_open()
-            user_id = self._owner(memory_id, user_id)
-            record = self._own(memory_id, user_id)
-            scope = {k: record.attributes[k] for k in SCOPE_KEYS if k in record.attributes}
+            scope = self._owner(memory_id, user_id, agent_id, run_id)
+            record = self._own(memory_id, scope)
+            self._in_scope(record, scope)
+            kept = {k: record.attributes[k] for k in SCOPE_KEYS if k in record.attributes}
             stored = self.retriever.forget(
-                memory_id, principal=user_id, namespace=record.namespace,
-                directive_text=directive or DEFAULT_DIRECTIVE, attributes=scope,
+                memory_id, principal=scope.principal, namespace=record.namespace,
+                directive_text=directive or DEFAULT_DIRECTIVE, attributes=kept,
                 directive_id=derived_id(memory_id, f"-forget-{uuid.uuid4().hex[:6]}"))
-            return record_view(stored, user_id)
+            return record_view(stored, scope.user_id)
 
     forget = delete
 
-    def delete_all(self, *, user_id: str, agent_id: Optional[str] = None,
+    def delete_all(self, *, user_id: Optional[str] = None, agent_id: Optional[str] = None,
                    run_id: Optional[str] = None) -> list[str]:
-        """Forget every memory of ``user_id`` (within ``agent_id`` / ``run_id`` when given; the
-        forget directives stay); returns the ids."""
-        scope = check_scope(agent_id, run_id)
+        """Forget every memory of the scope (the forget directives stay); returns the ids."""
+        scope = resolve(user_id, agent_id, run_id)
         with self._model_lock, self._lock:  # (delete takes both, in this order)
             self._check_open()
-            where = {k: {"eq": v} for k, v in scope.items()}
-            targets = self.catalog.ids([user_namespace(user_id)], where, directives=False)
+            self._erase_expired([scope.namespace])
+            targets = self.catalog.ids([scope.namespace], scope.where, directives=False)
             for memory_id in targets:
-                self.delete(memory_id, user_id=user_id)
+                self.delete(memory_id, user_id=user_id, agent_id=agent_id, run_id=run_id)
             return targets
 
-    def reset(self) -> None:
-        """Forget every user's memories (as ``delete_all`` for each of :meth:`users`): the store
-        stays, with its forget directives and its audit trail."""
-        for user in self.users():
-            self.delete_all(user_id=user)
+    def sweep(self) -> int:
+        """Erase every memory whose ``expiration_date`` has passed (audit ``expired``; no forget
+        directive: the text may be added again); returns how many."""
+        with self._lock:
+            self._check_open()
+            return self._erase_expired()
+
+    def reset(self, keep_forget_list: bool = True) -> None:
+        """Empty the store: every record and vector goes through the erasure path (audit events
+        erased with the rest), the audit history is erased, and one ``reset`` event is written.
+        ``keep_forget_list`` (default): the forget directives stay, with their suppression
+        entries, so forgotten content stays refused; ``False`` removes them too (for test
+        loops: the protection is given up, forgotten text may be stored again)."""
+        if type(keep_forget_list) is not bool:
+            raise ValueError(f"field 'keep_forget_list' must be True or False, got {keep_forget_list!r}")
+        with self._model_lock, self._lock:
+            self._check_open()
+            namespaces = self.catalog.namespaces()
+            keys = [(ns, i) for ns in namespaces
+                    for i in self.catalog.ids([ns], directives=None if not keep_forget_list else False)]
+            self.retriever.erase(keys, event="reset", lift_suppression=not keep_forget_list)
+            audit = getattr(self.store, "audit", None)
+            if audit is not None:
+                audit.clear()
+            self.store.note("reset", keep_forget_list=keep_forget_list, erased=len(keys))
 
     # -- reads --------------------------------------------------------------------------------
 
     def users(self) -> list[str]:
-        """The user ids with a live memory or directive in this store, sorted."""
+        """The user ids with a current memory in this store (forget directives do not count),
+        sorted."""
         with self._lock:
             self._check_open()
-            return [ns[len(USER_PREFIX):] for ns in self.catalog.namespaces() if ns.startswith(USER_PREFIX)]
+            at = now_stamp()
+            return [ns[len(USER_PREFIX):] for ns in self.catalog.namespaces()
+                    if ns.startswith(USER_PREFIX)
+                    and self.catalog.ids([ns], where=lambda a: not is_expired(a, at), directives=False)]
 
-    def search(self, query: str, *, user_id: str, filters: Optional[Mapping[str, Any]] = None,
-               limit: int = 10, intent: str = "current_state", purpose: Optional[str] = None,
+    def search(self, query: str, *, user_id: Optional[str] = None, filters: Optional[Mapping[str, Any]] = None,
+               limit: Optional[int] = None, intent: str = "current_state", purpose: Optional[str] = None,
                time: Optional[str] = None, subject: Optional[str] = None, risk: Optional[str] = None,
                asks: str = "fact", proposed_action: Optional[str] = None,
-               agent_id: Optional[str] = None, run_id: Optional[str] = None) -> Any:
-        """The user's top ``limit`` (1 to ``MAX_LIMIT``) admissible memories for ``query``, with
-        allowed actions, as :class:`SearchResults` (forget directives never take a slot:
-        ``forgotten_relevant`` says one would have).
+               agent_id: Optional[str] = None, run_id: Optional[str] = None,
+               threshold: Optional[float] = None, top_k: Optional[int] = None) -> Any:
+        """The scope's top ``limit`` (1 to ``MAX_LIMIT``, default 10; ``top_k`` is Mem0's name
+        for it) admissible memories for ``query``, with allowed actions, as
+        :class:`SearchResults` (forget directives never take a slot: ``forgotten_relevant`` says
+        one would have); ``threshold``: a minimum ``score`` (docs/design.md gives its range),
+        applied to the top ``limit``.
 
         ``filters`` restrict by metadata before truncation (:mod:`memgate.integrations.filters`,
-        ``AND`` / ``OR`` / ``NOT`` included); ``agent_id`` / ``run_id`` narrow to the memories
-        added with them; ``intent`` (``current_state``, the default, ``history`` or
-        ``unknown``), ``purpose``, ``subject`` and ``time`` (default: now, UTC) are the query
-        context the Kleene exclusion reads; ``risk`` / ``asks`` / ``proposed_action`` describe
-        the request to the allowed-action policy."""
-        ns = user_namespace(user_id)
+        ``AND`` / ``OR`` / ``NOT`` included); ``agent_id`` / ``run_id`` select or narrow the
+        scope (:mod:`memgate.integrations.scoping`); ``intent`` (``current_state``, the default,
+        ``history`` or ``unknown``), ``purpose``, ``subject`` and ``time`` (default: now, UTC)
+        are the query context the Kleene exclusion reads (a memory expired at ``time`` is never
+        returned); ``risk`` / ``asks`` / ``proposed_action`` describe the request to the
+        allowed-action policy."""
+        scope = resolve(user_id, agent_id, run_id)
+        if top_k is not None and limit is not None and top_k != limit:
+            raise ValueError(f"field 'top_k' is Mem0's name for 'limit': pass one (got top_k={top_k!r}, "
+                             f"limit={limit!r})")
+        limit = top_k if top_k is not None else (10 if limit is None else limit)
         check_limit(limit)
+        minimum = check_threshold(threshold)
         if time is not None:
             check_time(time)
+        at = query_stamp(time)
         flt = check_filters(filters)
-        scope = check_scope(agent_id, run_id)
+        ns = scope.namespace
         with self._model_lock, self._lock:  # (waits for a warm-up in progress)
             self._check_open()
+            self._erase_expired([ns])
             query_id = f"q-{uuid.uuid4().hex}"
-            ctx = QueryContext(query_id=query_id, text="", principal=user_id,
+            ctx = QueryContext(query_id=query_id, text="", principal=scope.principal,
                                namespaces=frozenset({ns}), purpose=purpose, intent=intent,
                                time=time or now_utc(), subject=subject)
-            apart = self._scoped_ids(user_id, scope, flt, directives=True)
+            apart = self._scoped_ids(scope, flt, True, at)
             if apart is None:
                 apart = self.catalog.ids([ns], directives=True)
-            only = self._scoped_ids(user_id, scope, flt, directives=False)
+            only = self._scoped_ids(scope, flt, False, at)
             result = self.retriever.retrieve(query, ctx, k=limit, asks=asks,
                                              proposed_action=proposed_action, risk=risk,
                                              only_ids=None if only is None else [*only, *apart],
                                              set_apart=apart)
-            hits = [hit_view(item, lambda r: record_view(r, user_id)) for item in result.items]
+            hits = [hit_view(item, lambda r: record_view(r, scope.user_id)) for item in result.items
+                    if minimum is None or item.score >= minimum]
             found = SearchResults(hits, query_id, sum(result.excluded_counts.values()), result.route,
                                   forgotten_relevant=bool(result.set_apart),
                                   **drop_summary(result, readable=lambda n: n == ns))
             return LegacySearchResults(found) if self.output_format == "v1.0" else found
 
-    def get(self, memory_id: str, *, user_id: Optional[str] = None) -> Optional[dict[str, Any]]:
-        """The user's memory, or None (unknown, another user's, or forgotten; without
-        ``user_id``, also an id several users' memories share). A read by id needs no retriever
+    def get(self, memory_id: str, *, user_id: Optional[str] = None, agent_id: Optional[str] = None,
+            run_id: Optional[str] = None) -> Optional[dict[str, Any]]:
+        """The scope's memory, or None (unknown, another scope's, forgotten or expired; without
+        an id of its scope, also an id several memories share). A read by id needs no retriever
         state, so it does not wait for the lock (the store locks itself)."""
         self._check_open()
         try:
-            owner = self._owner(memory_id, user_id)
-            return record_view(self._own(memory_id, owner), owner)
+            scope = self._owner(memory_id, user_id, agent_id, run_id)
+            record = self._own(memory_id, scope)
         except UnknownMemoryError:
             return None
+        if not scope.holds(record.attributes):
+            return None
+        return record_view(record, scope.user_id)
 
-    def _listed(self, user_id: str, filters: Any, limit: Optional[int], scope: Mapping[str, str],
+    def _listed(self, scope: Scope, filters: Any, limit: Optional[int],
                 directives: bool) -> list[dict[str, Any]]:
         if limit is not None and (type(limit) is not int or limit < 1):
             raise ValueError(f"field 'limit' must be an int >= 1 or None, got {limit!r}")
         flt = check_filters(filters)
-        where = {k: {"eq": v} for k, v in scope.items()}
         with self._lock:
             self._check_open()
-            ids = self.catalog.ids([user_namespace(user_id)], {**where, **flt}, directives=directives)
-            records = sorted(self.store.get_many(ids, namespace=user_namespace(user_id)).values(),
+            self._erase_expired([scope.namespace])
+            at = now_stamp()
+            ids = self.catalog.ids([scope.namespace], {**scope.where, **flt}, directives=directives,
+                                   where=lambda a: not is_expired(a, at))
+            records = sorted(self.store.get_many(ids, namespace=scope.namespace).values(),
                              key=lambda r: (r.created_at or "", r.memory_id))
-            return [record_view(r, user_id) for r in records[:limit]]
+            return [record_view(r, scope.user_id) for r in records[:limit]]
 
-    def get_all(self, *, user_id: str, filters: Optional[Mapping[str, Any]] = None,
+    def get_all(self, *, user_id: Optional[str] = None, filters: Optional[Mapping[str, Any]] = None,
                 limit: Optional[int] = None, agent_id: Optional[str] = None,
-                run_id: Optional[str] = None) -> list[dict[str, Any]]:
-        """The user's live memories (not the forget directives: :meth:`directives`), oldest
-        first; ``agent_id`` / ``run_id`` narrow to the memories added with them."""
-        return self._listed(user_id, filters, limit, check_scope(agent_id, run_id), directives=False)
+                run_id: Optional[str] = None) -> Any:
+        """The scope's current memories (not the forget directives: :meth:`directives`), oldest
+        first, as ``{"results": [...]}`` (:class:`ListResults`; a list under output format
+        v1.1 / v1.0, for one release)."""
+        items = self._listed(resolve(user_id, agent_id, run_id), filters, limit, directives=False)
+        return ListResults(items) if self.output_format == OUTPUT_FORMATS[0] else items
 
-    def directives(self, *, user_id: str, limit: Optional[int] = None) -> list[dict[str, Any]]:
-        """The user's forget directives (what is left where a memory was forgotten), oldest
+    def directives(self, *, user_id: Optional[str] = None, limit: Optional[int] = None,
+                   agent_id: Optional[str] = None, run_id: Optional[str] = None) -> list[dict[str, Any]]:
+        """The scope's forget directives (what is left where a memory was forgotten), oldest
         first."""
-        return self._listed(user_id, None, limit, {}, directives=True)
+        return self._listed(resolve(user_id, agent_id, run_id), None, limit, directives=True)
 
-    def history(self, memory_id: str, *, user_id: Optional[str] = None) -> list[dict[str, Any]]:
+    def history(self, memory_id: str, *, user_id: Optional[str] = None, agent_id: Optional[str] = None,
+                run_id: Optional[str] = None) -> list[dict[str, Any]]:
         """The memory's audit trail (stored, updated, retrieved, forgotten, ...; never text): this
-        user's record of the id and this user's own queries only
+        scope's record of the id and this scope's own queries only
         (:meth:`memgate.retriever.GatedRetriever.history`)."""
         with self._lock:
             self._check_open()
-            if user_id is None:  # (a forgotten id has left the catalog: pass user_id for it)
-                user_id = self._owner(memory_id, None)
-            record = self._own(memory_id, user_id, allow_forgotten=True)
+            # (a forgotten id has left the catalog: pass its user_id / agent_id / run_id)
+            scope = self._owner(memory_id, user_id, agent_id, run_id)
+            record = self._own(memory_id, scope, allow_forgotten=True)
             return [{"event": s.stage, "ts": s.ts, "query_id": s.query_id, "detail": s.detail}
-                    for s in self.retriever.history(memory_id, principal=user_id, namespace=record.namespace)]
+                    for s in self.retriever.history(memory_id, principal=scope.principal,
+                                                    namespace=record.namespace)]
 
     def report_exposed(self, query_id: str, memory_ids: Iterable[str]) -> None:
         """Record which hits of ``query_id`` went into the prompt (audit: E within R)."""
@@ -548,6 +755,6 @@ class Memory:
             self.retriever.report_exposed(query_id, memory_ids)
 
 
-__all__ = ["MAX_USER_ID", "OUTPUT_FORMATS", "SCOPE_KEYS", "USER_PREFIX", "USER_STATED",
-           "LegacySearchResults", "Memory", "SearchResults", "check_scope", "check_time",
-           "check_user_id", "now_utc", "record_view", "user_namespace"]
+__all__ = ["MAX_USER_ID", "OUTPUT_FORMATS", "PREFIXES", "SCOPE_KEYS", "USER_PREFIX", "USER_STATED",
+           "LegacySearchResults", "ListResults", "Memory", "SearchResults", "check_scope", "check_threshold",
+           "check_time", "check_user_id", "now_utc", "record_view", "results_of", "user_namespace"]

@@ -270,6 +270,13 @@ class GatedRetriever:
                                   directive_id=directive_id, expected_revision=expected_revision,
                                   namespace=namespace, **directive_fields)
 
+    def erase(self, keys: Iterable[tuple[str, str]], *, event: str, principal: Optional[str] = None,
+              lift_suppression: bool = False) -> list[StoredMemory]:
+        """Erase ``(namespace, memory_id)`` records with no forget directive (expiry, reset:
+        :meth:`memgate.retriever.writes.WritePath.erase`)."""
+        return self.writes.erase(list(keys), event=event, principal=principal,
+                                 lift_suppression=lift_suppression)
+
     def report_exposed(self, query_id: str, memory_ids: Iterable[str]) -> None:
         """Record which retrieved memories the caller put in the prompt (E); E must be within R."""
         self.exposure.report_exposed(query_id, memory_ids)

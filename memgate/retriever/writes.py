@@ -215,5 +215,17 @@ class WritePath:
         self.index.refresh()
         return stored
 
+    def erase(self, keys: Iterable[tuple[str, str]], *, event: str, principal: Optional[str] = None,
+              lift_suppression: bool = False) -> list[StoredMemory]:
+        """Erase records without a directive or suppression (expiry, reset:
+        :meth:`memgate.retriever.records.rules.Records.erase`); their cached embeddings go too."""
+        for namespace, _ in keys:
+            self.access.check_write(principal, namespace)
+        erased = self.store.erase(keys, event=event, principal=principal,
+                                  lift_suppression=lift_suppression,
+                                  on_erased=lambda record: self.embedder.purge_cache(record.text))
+        self.index.refresh()
+        return list(erased)
+
 
 __all__ = ["DEFAULT_DIRECTIVE", "WritePath"]

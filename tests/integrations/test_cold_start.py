@@ -35,7 +35,7 @@ steps["import"] = loaded()
 m = Memory(path={str(path)!r})
 steps["open"] = loaded()
 steps["get"] = m.get({a!r}, user_id="alice")["memory"]
-steps["get_all"] = len(m.get_all(user_id="alice"))
+steps["get_all"] = len(m.get_all(user_id="alice")["results"])
 steps["history"] = [e["event"] for e in m.history({a!r}, user_id="alice")]
 steps["reads"] = loaded()
 m.close()
@@ -55,7 +55,7 @@ def test_the_encoder_loads_at_the_first_encode_the_gate_at_the_first_score(popul
     encoder = Encoder(EncoderConfig(cache_dir=None))  # a fresh one: its model not loaded yet
     capfd.readouterr()
     with Memory(path=path, encoder=encoder, fsync=False, gate="released") as m:  # (the default is off: docs/design.md section 4)
-        assert m.get(a, user_id="alice") is not None and m.get_all(user_id="alice")
+        assert m.get(a, user_id="alice") is not None and m.get_all(user_id="alice")["results"]
         assert encoder._model is None
         assert m.retriever._gate is None and m.retriever._pending_gate is not None
         assert m.retriever.route.startswith("hybrid")  # known from the checkpoint's config alone

@@ -123,7 +123,7 @@ def test_memory_add_refuses_an_empty_id_instead_of_replacing_it(tmp_path, kind):
         for bad in ("", "a/b"):
             with pytest.raises(ValueError, match="field 'memory_id'"):
                 m.add("A note.", user_id="alice", memory_id=bad)
-        assert m.get_all(user_id="alice") == []
+        assert m.get_all(user_id="alice")["results"] == []
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -112,8 +112,30 @@ def test_delete_is_forget_and_a_later_put_is_a_new_record(tmp_path, store):
     store.put(("u",), "phone", {"text": "My phone number is 555-0142."})
     assert store.get(("u",), "phone").value["text"].endswith("555-0142.")
     assert store.catalog.by_key('lg:["u"]', "phone") != old_id
-    with pytest.raises(NotImplementedError):
-        store.put(("u",), "x", {"text": "t"}, ttl=5)
+
+
+def test_ttl_items_expire_are_never_returned_and_are_erased_not_forgotten(tmp_path):
+    import time
+
+    with MemgateStore(path=tmp_path / "ttl", fsync=False, gate=None,
+                      ttl={"default_ttl": 60, "refresh_on_read": True}) as store:
+        store.put(("u",), "trip", {"text": "I'm in Lisbon this week."}, ttl=0.001)  # 60 ms
+        store.put(("u",), "diet", {"text": "I'm vegetarian."})  # default_ttl: an hour
+        first = store.mstore.get(store.catalog.by_key('lg:["u"]', "diet")).attributes["expiration_date"]
+        time.sleep(0.1)
+        assert store.get(("u",), "trip") is None
+        assert [i.key for i in store.search(("u",), query="Where am I?")] == ["diet"]
+        assert [i.key for i in store.search(("u",))] == ["diet"] and store.list_namespaces() == [("u",)]
+        refreshed = store.mstore.get(store.catalog.by_key('lg:["u"]', "diet")).attributes["expiration_date"]
+        assert refreshed > first  # refresh_on_read restarted its time
+        store.put(("u",), "trip", {"text": "I'm in Lisbon this week."})  # not a forget: may come back
+        assert store.get(("u",), "trip").value["text"] == "I'm in Lisbon this week."
+        for bad in (0, -1, float("nan"), float("inf")):
+            with pytest.raises(ValueError, match="^field 'ttl'"):
+                store.put(("u",), "x", {"text": "never stored"}, ttl=bad)
+        assert store.get(("u",), "x") is None
+    with pytest.raises(ValueError, match="^field 'ttl.default_ttl'"):
+        MemgateStore(path=tmp_path / "bad", ttl={"default_ttl": 0})
 
 
 def test_batch_reads_before_writes_and_async_forms(store):

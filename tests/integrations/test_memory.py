@@ -39,7 +39,7 @@ def test_quickstart_round_trip(mem):
     updated = mem.update(a["id"], user_id="alice", text="I'm vegan and allergic to peanuts.",
                          metadata={"topic": "food", "diet": "vegan"})
     assert updated["revision"] == 2 and updated["metadata"]["diet"] == "vegan"
-    assert [m["id"] for m in mem.get_all(user_id="alice")][0] == a["id"]
+    assert [m["id"] for m in mem.get_all(user_id="alice")["results"]][0] == a["id"]
     directive = mem.delete(a["id"], user_id="alice")
     assert directive["kind"] == "forget_directive" and "forget" in directive["memory"]
     assert mem.get(a["id"], user_id="alice") is None
@@ -47,7 +47,7 @@ def test_quickstart_round_trip(mem):
     assert [h["kind"] for h in after["results"]] == ["memory"]  # the directive takes no slot
     assert a["id"] not in [h["id"] for h in after["results"]]
     assert [d["id"] for d in mem.directives(user_id="alice")] == [directive["id"]]
-    assert directive["id"] not in [m["id"] for m in mem.get_all(user_id="alice")]
+    assert directive["id"] not in [m["id"] for m in mem.get_all(user_id="alice")["results"]]
     events = [e["event"] for e in mem.history(a["id"], user_id="alice")]
     assert events[0] == "stored" and "updated" in events and "retrieved" in events
     assert events[-1] == "forgotten"
@@ -71,7 +71,7 @@ def test_forget_directives_take_no_result_slot_and_are_flagged_when_relevant(mem
                        intent="current_state", time="2026-01-01T00:00:00+00:00")
     plain = mem.retriever.retrieve("What is my locker code?", ctx, k=3)
     assert {first["id"], second["id"]} <= set(plain.ids)
-    assert [m["id"] for m in mem.get_all(user_id="alice")] == [kept[0]]
+    assert [m["id"] for m in mem.get_all(user_id="alice")["results"]] == [kept[0]]
     assert {d["id"] for d in mem.directives(user_id="alice")} == {first["id"], second["id"]}
     assert mem.get(first["id"], user_id="alice")["kind"] == "forget_directive"  # still readable by id
 
@@ -117,7 +117,7 @@ def test_metadata_is_stored_filterable_before_truncation_and_erased(tmp_path, me
         hits = mem.search("quarterly budget review room", user_id="u", limit=1, filters=flt)["results"]
         assert [h["id"] for h in hits] == [odd["id"]], flt
     assert len(mem.search("budget", user_id="u", limit=50, filters={"n": {"gte": 25}})["results"]) == 5
-    assert len(mem.get_all(user_id="u", filters={"n": {"$lt": 3}})) == 3
+    assert len(mem.get_all(user_id="u", filters={"n": {"$lt": 3}})["results"]) == 3
     assert mem.search("budget", user_id="u", filters={"kind": "nothing"})["results"] == []
     with pytest.raises(ValueError, match=r"filters\['n'\]: unknown operator"):
         mem.search("budget", user_id="u", filters={"n": {"near": 3}})

@@ -61,7 +61,7 @@ def test_add_takes_chat_messages_each_user_turn_stored_word_for_word(mem):
     added = mem.add(messages, user_id="alice", metadata={"source": "chat"}, agent_id="coach")
     assert [a["memory"] for a in added] == ["I'm allergic to peanuts.", "And I cycle to work."]
     assert all(a["metadata"] == {"source": "chat"} and a["agent_id"] == "coach" for a in added)
-    assert sorted(m["memory"] for m in mem.get_all(user_id="alice")) == sorted(a["memory"] for a in added)
+    assert sorted(m["memory"] for m in mem.get_all(user_id="alice")["results"]) == sorted(a["memory"] for a in added)
     assert mem.add([{"role": "assistant", "content": "Hi!"}], user_id="alice") == []
     for bad, field in (([{"role": "robot", "content": "x"}], "role"), ([{"role": "user", "content": 3}], "content"),
                        ([{"role": "user", "content": "x", "extra": 1}], "unknown field"), (["text"], r"messages\[0\]")):
@@ -98,8 +98,8 @@ def test_users_reset_and_calls_by_id_alone(mem):
     assert mem.delete(b["id"])["kind"] == "forget_directive"
     assert mem.get(a["id"], user_id="alice")["memory"] == "Alice's note."
     mem.reset()
-    assert all(mem.get_all(user_id=u) == [] for u in ("alice", "bob"))
-    assert len(mem.directives(user_id="bob")) == 2  # the erasure record stays
+    assert all(mem.get_all(user_id=u)["results"] == [] for u in ("alice", "bob")) and mem.users() == []
+    assert len(mem.directives(user_id="bob")) == 1  # the forget list stays (reset(keep_forget_list=True))
     with pytest.raises(ValueError, match="agent_id"):
         mem.add("x", user_id="alice", metadata={"agent_id": "spoof"})
 
@@ -110,7 +110,7 @@ def test_logical_filters(mem):
                                                                   "tags": ["Urgent"] if i == 3 else []})
 
     def topics(flt):
-        return sorted(m["metadata"]["topic"] + str(m["metadata"]["year"]) for m in mem.get_all(user_id="u", filters=flt))
+        return sorted(m["metadata"]["topic"] + str(m["metadata"]["year"]) for m in mem.get_all(user_id="u", filters=flt)["results"])
 
     assert topics({"OR": [{"topic": "food"}, {"AND": [{"topic": "travel"}, {"year": {"gte": 2025}}]}]}) == [
         "food2024", "travel2025"]

@@ -17,7 +17,7 @@ def test_two_users_may_use_one_id_and_neither_sees_the_other(tmp_path):
         mem.add("Bob's note about the train.", user_id="bob", memory_id="note-1")
         assert mem.get("note-1", user_id="alice")["memory"] == "Alice's note about the dentist."
         assert mem.get("note-1", user_id="bob")["memory"] == "Bob's note about the train."
-        assert [m["id"] for m in mem.get_all(user_id="alice")] == ["note-1"]
+        assert [m["id"] for m in mem.get_all(user_id="alice")["results"]] == ["note-1"]
         mem.update("note-1", user_id="bob", text="Bob's note about the late train.")
         assert mem.get("note-1", user_id="alice")["memory"] == "Alice's note about the dentist."
         mem.delete("note-1", user_id="alice")

@@ -120,7 +120,8 @@ class Run:
             try:
                 if call.op == "add":
                     got: Any = s.add(user, call.text, memory_id=call.target)
-                    if call.target is None:
+                    # (a minted add may return a memory it repeats: de-duplication, issue 47)
+                    if call.target is None and got not in self.symbols and got not in POOL_IDS:
                         self.symbols[got] = f"{call.who}#{self.minted[call.who]}"
                         self.minted[call.who] += 1
                     self.added[call.who].append(got)
@@ -218,11 +219,65 @@ def test_property_agent_and_run_ids_narrow_within_the_user_never_widen(kind, tmp
             scope = {k: v for k, v in (("agent_id", agent), ("run_id", run)) if v is not None}
             expected = {i for i, (a, r) in mine.items()
                         if (agent is None or a == agent) and (run is None or r == run)}
-            listed = m.get_all(user_id=users["A"], **scope)
+            listed = m.get_all(user_id=users["A"], **scope)["results"]
             assert {x["id"] for x in listed} == expected
             assert all(x["user_id"] == users["A"] and all(x[k] == v for k, v in scope.items()) for x in listed)
             hits = m.search("my locker code and the gym", user_id=users["A"], limit=MAX_LIMIT, **scope)["results"]
             assert {h["id"] for h in hits} == expected
             assert set(m.delete_all(user_id=users["A"], **scope)) == expected
-            assert {x["id"] for x in m.get_all(user_id=users["A"])} == set(mine) - expected
+            assert {x["id"] for x in m.get_all(user_id=users["A"])["results"]} == set(mine) - expected
+        prop()
+
+
+SCOPE_TEXTS = ("My locker code is 4417.", "I prefer tea to coffee.", "The gym opens at six.",
+               "Book the train for Friday.")
+# (user_id, agent_id, run_id): the scopes both draws and queries use
+MEM0_SCOPES = (("a", None, None), ("b", None, None), ("a", "x", None), ("a", None, "r"), (None, "x", None),
+               (None, "y", None), (None, "x", "r"), (None, None, "r"))
+
+
+def _namespace(user, agent, run):
+    return f"user:{user}" if user else f"agent:{agent}" if agent else f"run:{run}"
+
+
+def _sees(query, added) -> bool:
+    """Does a call with ids ``query`` see a memory added with ids ``added``?"""
+    if _namespace(*query) != _namespace(*added):
+        return False
+    return all(q is None or q == a for q, a in zip(query[1:], added[1:]))
+
+
+def _ids(scope) -> dict:
+    return {k: v for k, v in zip(("user_id", "agent_id", "run_id"), scope) if v is not None}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_property_a_scope_sees_exactly_its_namespace_narrowed(kind, tmp_path):
+    """Mem0's three ids (issue 47): whatever mix of user / agent / run adds, a call with some ids
+    sees exactly the memories of the namespace its first id selects that carry its other ids (an
+    agent-only call never a user's memory, a run-only call never an agent's), through get_all
+    and search alike."""
+    from memgate import Memory
+
+    with Memory(**memory_args(kind, tmp_path / "scopes"), encoder=HashEncoder(), gate=None, fsync=False) as m:
+        counter = iter(range(10**6))
+
+        @given(st.lists(st.tuples(st.sampled_from(MEM0_SCOPES), st.sampled_from(SCOPE_TEXTS)),
+                        min_size=1, max_size=6),
+               st.sampled_from(MEM0_SCOPES))
+        def prop(adds, query):
+            n = next(counter)
+            tag = lambda s: tuple(None if v is None else f"{v}{n}" for v in s)  # noqa: E731 (fresh ids per example)
+            added = {}
+            for scope, text in adds:
+                got = m.add(text, **_ids(tag(scope)))
+                added[got["id"]] = scope
+            expected = {i for i, scope in added.items() if _sees(query, scope)}
+            ids = _ids(tag(query))
+            listed = m.get_all(**ids)["results"]
+            assert {x["id"] for x in listed} == expected
+            if query[0] is None:
+                assert all(x["user_id"] is None for x in listed)
+            hits = m.search("my locker code and the train", limit=MAX_LIMIT, **ids)["results"]
+            assert {h["id"] for h in hits} == expected
         prop()

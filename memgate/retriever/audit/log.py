@@ -44,6 +44,9 @@ STORE_EVENTS = (
     "reviewed",
     "forgotten",
     "relearned",
+    "deduplicated",
+    "expired",
+    "reset",
 )
 QUERY_EVENTS = ("retrieved", "exposed", "disclosed")
 EVENTS = STORE_EVENTS + QUERY_EVENTS
@@ -125,6 +128,23 @@ class AuditLog:
                     raise
             finally:
                 os.close(fd)
+
+    def clear(self) -> None:
+        """Erase the whole history (a store reset): the file's bytes are overwritten with zeros,
+        synced, then truncated to nothing."""
+        with self._lock:
+            if not self.path.exists():
+                return
+            with self.path.open("r+b") as handle:
+                size = handle.seek(0, os.SEEK_END)
+                handle.seek(0)
+                for start in range(0, size, 1 << 20):
+                    handle.write(b"\0" * min(1 << 20, size - start))
+                handle.flush()
+                os.fsync(handle.fileno())
+                handle.truncate(0)
+                handle.flush()
+                os.fsync(handle.fileno())
 
     def _ends_with_newline(self) -> bool:
         with self.path.open("rb") as handle:

@@ -466,6 +466,42 @@ class Records:
         with self._backend.lock:
             forget_plan(self._backend, memory_id, directive, None)
 
+    def erase(self, keys: Iterable[tuple[str, str]], *, event: str, principal: Optional[str] = None,
+              lift_suppression: bool = False,
+              on_erased: Optional[Callable[[StoredMemory], None]] = None) -> list[StoredMemory]:
+        """Erase records (``(namespace, memory_id)`` pairs) for good, with no forget directive
+        and no suppression entry: the same tombstone and erasure as :meth:`forget` (text,
+        markers, vector and links gone; secure delete / vector zeroing / VACUUM as the back-end
+        does for a forget), one audit ``event`` (``expired`` or ``reset``) per record. Unknown or
+        already erased records are skipped. ``lift_suppression``: the whole suppression list
+        goes too (a reset that gives up the forget list). Returns the records as they were."""
+        erased: list[StoredMemory] = []
+        with self._writing():
+            seq = self._backend.bump("seq")
+            now = self._backend.clock()
+            for ns, memory_id in keys:
+                if not self._backend.exists(memory_id, ns):
+                    continue
+                record = self._backend.load(memory_id, ns)
+                if record.forgotten:
+                    continue
+                tomb = tombstone(record, event, now)
+                self._backend.put_tombstone(tomb, seq)
+                erased.append(record)
+                self._event(event, memory_id=memory_id, namespace=ns, revision=tomb.revision,
+                            principal=principal)
+            if lift_suppression:
+                self._backend.lift_suppressed(self._backend.suppressed(None))
+        if on_erased is not None:
+            for record in erased:
+                on_erased(record)
+        return erased
+
+    def note(self, event: str, /, **payload: Any) -> None:
+        """One audit event about no change of record (``deduplicated``, ``reset``)."""
+        if self.audit is not None:
+            self.audit.append(make_event(event, clock=self.clock, **payload))
+
     def forget(self, memory_id: str, directive: StoredMemory, directive_vector: Any, *, encoder: Any,
                expected_revision: Optional[int] = None,
                on_erased: Optional[Callable[[StoredMemory], None]] = None) -> StoredMemory:
