@@ -20,6 +20,8 @@ import re
 import subprocess
 from pathlib import Path
 
+from memgate.contract.jsonl import write_jsonl
+
 SOURCES: dict = {
     "privacylens": {
         "repo": "SALT-NLP/PrivacyLens", "commit": "9c2ee07b080dc54ed4924af11d9751e81753c94d",
@@ -308,8 +310,6 @@ EXTRACTORS = {"privacylens": privacylens, "sgd": sgd, "hwu64": hwu64, "webquesti
 
 def write_source(name: str, mirrors: Path, out: Path) -> dict:
     """Write ``out/<name>/``; return the row counts per file."""
-    from data_gen.phrasing_vendor import write_jsonl
-
     files = EXTRACTORS[name](Path(mirrors))
     folder = Path(out) / name
     folder.mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,13 @@ from __future__ import annotations
 import hashlib
 import math
 import unicodedata
+from collections.abc import Mapping
 from typing import Any, Optional
+
+import numpy as np
+
+from memgate.integrations.expiry import is_expired, now_stamp
+from memgate.integrations.scoping import SCOPE_KEYS
 
 
 def normal_text(text: str) -> str:
@@ -33,4 +39,29 @@ def check_cosine(value: Any) -> Optional[float]:
     return float(value)
 
 
-__all__ = ["check_cosine", "normal_text", "text_digest"]
+
+def duplicate_of(catalog: Any, retriever: Any, text: str, namespace: str, attributes: Mapping[str, Any],
+                 cosine: Optional[float]) -> Optional[str]:
+    """The id of a current memory of ``namespace`` with the same ``agent_id`` / ``run_id`` that
+    ``text`` repeats: the oldest whose normalised text is equal, else (``cosine`` set) the
+    nearest at or above that cosine; None when none does."""
+    at = now_stamp()
+    same_scope = {k: attributes.get(k) for k in SCOPE_KEYS}
+    mine = catalog.ids([namespace], directives=False,
+                       where=lambda a: {k: a.get(k) for k in SCOPE_KEYS} == same_scope and not is_expired(a, at))
+    digest = text_digest(text)
+    exact = set(catalog.same_text(namespace, digest)) if digest else set()
+    found = [i for i in mine if i in exact]
+    store = retriever.store
+    if found:  # (the oldest, when explicit ids stored the text again)
+        records = store.get_many(found, namespace=namespace).values()
+        return str(min(records, key=lambda r: (r.created_at or "", r.memory_id)).memory_id)
+    if cosine is None or not mine:
+        return None
+    q = retriever.embedder.embed(text)
+    vectors = store.vectors_for(mine, namespace=namespace)
+    best = max(((float(np.dot(q, v)), i) for i, v in vectors.items()), default=None)
+    return best[1] if best is not None and best[0] >= cosine else None
+
+
+__all__ = ["check_cosine", "duplicate_of", "normal_text", "text_digest"]

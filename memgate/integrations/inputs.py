@@ -10,7 +10,9 @@ these checks run first so the error names the item (``items[2]``) and the caller
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any, Optional
 
 from memgate.retriever.records.memory import Applicability
@@ -72,4 +74,27 @@ def check_item_fields(item: Mapping[str, Any], index: Optional[int]) -> None:
         raise ValueError(f"{where} {exc}") from None
 
 
-__all__ = ["check_item_fields", "check_item_shape", "check_metadata", "check_no_surrogate", "prefix"]
+def check_time(value: Any, field: str = "time") -> str:
+    """An ISO 8601 date or date-time (``2026-05-01``, ``2026-05-01T12:00:00+00:00``), else a
+    ``ValueError`` naming ``field``: the Kleene exclusion compares times, so a time that is not
+    one must not reach it."""
+    if isinstance(value, str):
+        try:
+            datetime.fromisoformat(value)
+            return value
+        except ValueError:
+            pass
+    raise ValueError(f"field {field!r} must be an ISO 8601 date or date-time "
+                     f"(e.g. 2026-05-01T12:00:00+00:00), got {value!r}")
+
+
+def check_threshold(value: Any) -> Optional[float]:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"field 'threshold' must be a finite number (a minimum score), got {value!r}")
+    return float(value)
+
+
+__all__ = ["check_item_fields", "check_item_shape", "check_metadata", "check_no_surrogate", "check_threshold",
+           "check_time", "prefix"]

@@ -8,60 +8,28 @@
         print(hits[0]["memory"], hits[0]["action"])
 
 ``Memory()`` without a path keeps the store in ``$MEMGATE_HOME/store``, else the per-user data
-directory (:mod:`memgate.integrations.home`).
+directory (:mod:`memgate.integrations.home`). Underneath is the full
+:class:`memgate.retriever.GatedRetriever` (``Memory.retriever``). The contract, call by call, is
+docs/integrations/memory.md; in short: the ids choose and narrow the
+namespace, never widen it (:mod:`memgate.integrations.scoping`); ``add`` stores the text as given
+(``provenance="user_stated"``, ``policy_tags=["general"]`` unless passed; chat messages:
+:mod:`memgate.integrations.messages`; ``infer=True`` only through a configured extractor,
+:mod:`memgate.integrations.extraction`), returns the current memory it repeats
+(:mod:`memgate.integrations.dedup`) and may expire (:mod:`memgate.integrations.expiry`);
+``search`` answers ``{"results": [...], ...}`` (:mod:`memgate.integrations.results`; each hit's
+``gate_risk``: :mod:`memgate.integrations.hits`) with ``agent_default`` actions; ``delete``
+forgets for good and keeps a directive that never takes a result slot (``forgotten_relevant``
+says one would have ranked); ``gate="auto"`` / ``"released"`` / ``None`` as in
+:func:`memgate.integrations.gate_default`.
 
-Underneath is the full :class:`memgate.retriever.GatedRetriever` (``Memory.retriever``):
-
-- ``user_id`` is the principal and selects the user's namespace (``user:<user_id>``): a search
-  reads only that namespace, and every by-id call (``get``, ``update``, ``delete``,
-  ``history``) answers "no memory" for another user's id, the same answer as for an unknown id;
-  as in Mem0, ``agent_id`` alone selects the agent's namespace (``agent:<agent_id>``) and
-  ``run_id`` alone the run's (``run:<run_id>``): :mod:`memgate.integrations.scoping`;
-- ``agent_id`` / ``run_id`` besides the id that chose the namespace narrow within it, never
-  widen: a memory added with them carries them, and a call that passes them (search, get_all,
-  delete_all) sees only the memories that carry the same values;
-- ``add`` returns the current memory of the same scope whose normalised text it repeats,
-  unchanged (:mod:`memgate.integrations.dedup`); ``expiration_date`` makes a memory expire
-  (:mod:`memgate.integrations.expiry`);
-- ``search`` returns ``{"results": [...], "forgotten_relevant": bool, "query_id", "route",
-  "excluded", "dropped", "dropped_ids"}`` (Mem0's shape and the HTTP API's; each hit carries
-  ``gate_risk``, :mod:`memgate.integrations.hits`); query ids are minted per search, for
-  ``report_exposed``; its default intent is ``current_state`` (a superseded memory is left out
-  for the memory that superseded it; ``intent="history"`` asks for the history);
-- ``metadata`` is a free-form JSON object stored with the memory (``Memory.attributes`` of the
-  record), returned with it, filterable in ``search`` and ``get_all`` (``filters=``, see
-  :mod:`memgate.integrations.filters`) before truncation, and erased by ``delete``;
-- ``delete`` forgets: text, metadata and vector are erased for good and a forget directive stays
-  in the user's namespace. Directives never take a result slot: ``search`` ranks them with the
-  memories and, when one would have ranked within ``limit``, says so with
-  ``forgotten_relevant: true`` (the directive's text is all that is left of the forgotten
-  detail, so its rank is what "relevant" means); ``get_all`` lists memories only and
-  ``directives()`` the directives;
-- ``add`` records ``provenance="user_stated"`` (the authenticated user stating something about
-  themselves: ``user_id`` is the principal and the memory lands in their own namespace) unless the
-  caller passes ``provenance``; it also takes a chat message or a list of them
-  (:mod:`memgate.integrations.messages`: each user turn stored word for word; ``infer=True``
-  distils them into facts only through a configured OpenAI-compatible extractor,
-  :mod:`memgate.integrations.extraction`);
-- memories added without ``policy_tags`` are tagged ``general`` (a rule readable for every
-  purpose); pass ``policy_rules`` and ``policy_tags`` to use the policy axis;
-- allowed actions use the ``agent_default`` preset (a user-stated fact about the user at low risk:
-  ``answer``; an untagged everyday memory of other provenance: ``warn``, not ``verify_first``);
-- ``gate="auto"`` (default): the learned gate per :func:`memgate.integrations.gate_default`;
-  ``gate="released"``: the released gate regardless; ``gate=None``: no learned gate (cosine
-  ranking after namespace support and Kleene exclusion), the same meaning as in
-  :func:`memgate.rerank`.
-
-One ``Memory`` serialises its calls with a lock (the retriever is not thread-safe), so threads
-may share it; processes may share a store directory (SQLite locking) or a PostgreSQL store. Opening one loads no model:
-the encoder loads at the first call that embeds (add, update of a text, delete: its directive),
-the gate at the first search, or both at ``warm_up()``, which may run in a thread beside calls
-that embed nothing (those that embed wait for it).
+One ``Memory`` serialises its calls with a lock (the retriever is not thread-safe): threads may
+share it; processes may share a store directory (SQLite locking) or a PostgreSQL store. Opening
+loads no model: the encoder loads at the first call that embeds, the gate at the first search,
+or both at ``warm_up()`` (in a thread beside calls that embed nothing; those that embed wait).
 """
 
 from __future__ import annotations
 
-import math
 import threading
 import uuid
 import warnings
@@ -69,13 +37,11 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from typing import Any, Optional
 
-import numpy as np
-
 from memgate.contract.defaults import RERANK_DEPTH, check_limit
 from memgate.contract.ids import check_id, derived_id
 from memgate.contract.records import QueryContext
 from memgate.integrations.catalog import Catalog
-from memgate.integrations.dedup import check_cosine, text_digest
+from memgate.integrations.dedup import check_cosine, duplicate_of, text_digest
 from memgate.integrations.expiry import EXPIRES_KEY, check_expiration, is_expired, now_stamp, query_stamp
 from memgate.integrations.extraction import NO_EXTRACTOR, Extractor
 from memgate.integrations.filters import check_filters
@@ -85,11 +51,20 @@ from memgate.integrations.inputs import (
     check_item_fields,
     check_item_shape,
     check_metadata,
+    check_threshold,
+    check_time,
     prefix,
 )
 from memgate.integrations.mem0_config import memory_kwargs
 from memgate.integrations.messages import user_turns
 from memgate.integrations.opening import DEFAULT_POLICY_TAG, open_retriever, open_store
+from memgate.integrations.results import (
+    LegacySearchResults,
+    ListResults,
+    SearchResults,
+    record_view,
+    results_of,
+)
 from memgate.integrations.scoping import (
     MAX_ID,
     PREFIXES,
@@ -113,126 +88,12 @@ RESERVED_METADATA = (*SCOPE_KEYS, EXPIRES_KEY)  # set from their own keywords, n
 OUTPUT_FORMATS = ("v1.2", "v1.1", "v1.0")
 
 
-class _Results(dict[str, Any]):
-    """A dict whose keys are also attributes; indexing it with a number still reaches
-    ``results``, with a DeprecationWarning, for one release."""
-
-    call = "Memory.search"
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self[name]
-        except KeyError:
-            raise AttributeError(name) from None
-
-    def __getitem__(self, key: Any) -> Any:
-        if isinstance(key, (int, slice)):
-            warnings.warn(f"{self.call} returns {{'results': [...]}}: read found['results'][i] "
-                          "(indexing the result itself goes in the next release)",
-                          DeprecationWarning, stacklevel=2)
-            return self["results"][key]
-        return super().__getitem__(key)
-
-
-class SearchResults(_Results):
-    """One search: ``{"results": [hit, ...], "forgotten_relevant": bool, "query_id": str,
-    "route": str, "excluded": int, "dropped": int, "dropped_ids": [str]}`` (hits best first,
-    each with ``gate_risk``: :mod:`memgate.integrations.hits`; ``excluded``: memories left out by
-    the metadata rules; ``forgotten_relevant``: a forget directive would have ranked within the
-    limit; ``dropped`` / ``dropped_ids``: the user's memories the learned gate dropped). The keys are also attributes (``.results``, ``.query_id``, ...). Indexing it with a
-    number (``hits[0]``, the shape of 0.1) still reaches ``results``, with a DeprecationWarning,
-    for one release."""
-
-    def __init__(self, hits: Iterable[dict[str, Any]], query_id: str, excluded: int, route: str,
-                 forgotten_relevant: bool = False, dropped: int = 0,
-                 dropped_ids: Iterable[str] = ()):
-        super().__init__(results=list(hits), forgotten_relevant=bool(forgotten_relevant),
-                         query_id=query_id, route=route, excluded=int(excluded),
-                         dropped=int(dropped), dropped_ids=list(dropped_ids))
-
-
-class ListResults(_Results):
-    """``get_all``'s answer (output format v1.2): ``{"results": [memory, ...]}``, oldest first."""
-
-    call = "Memory.get_all"
-
-    def __init__(self, items: Iterable[dict[str, Any]]):
-        super().__init__(results=list(items))
-
-
-class LegacySearchResults(list[Any]):
-    """The shape of 0.1 (``output_format="v1.0"``, one release): a list of hits with
-    ``query_id``, ``excluded``, ``route``, ``forgotten_relevant``, ``dropped`` and
-    ``dropped_ids`` attributes."""
-
-    def __init__(self, found: SearchResults):
-        super().__init__(found["results"])
-        self.query_id, self.excluded, self.route = found["query_id"], found["excluded"], found["route"]
-        self.forgotten_relevant = found["forgotten_relevant"]
-        self.dropped, self.dropped_ids = found["dropped"], found["dropped_ids"]
-
-
-def results_of(found: Any) -> list[dict[str, Any]]:
-    """The list of memories of a ``search`` / ``get_all`` answer, whatever the output format."""
-    return list(found["results"]) if isinstance(found, dict) else list(found)
-
-
 def user_namespace(user_id: str) -> str:
     return USER_PREFIX + check_user_id(user_id)
 
 
-def check_time(value: Any, field: str = "time") -> str:
-    """An ISO 8601 date or date-time (``2026-05-01``, ``2026-05-01T12:00:00+00:00``), else a
-    ``ValueError`` naming ``field``: the Kleene exclusion compares times, so a time that is not
-    one must not reach it."""
-    if isinstance(value, str):
-        try:
-            datetime.fromisoformat(value)
-            return value
-        except ValueError:
-            pass
-    raise ValueError(f"field {field!r} must be an ISO 8601 date or date-time "
-                     f"(e.g. 2026-05-01T12:00:00+00:00), got {value!r}")
-
-
-def check_threshold(value: Any) -> Optional[float]:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"field 'threshold' must be a finite number (a minimum score), got {value!r}")
-    return float(value)
-
-
 def now_utc() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def record_view(record: Any, user_id: Optional[str] = None) -> dict[str, Any]:
-    """A stored record as the agent surfaces return it (JSON-ready); ``agent_id`` / ``run_id``
-    and ``expiration_date`` are fields of their own, not metadata; ``user_id`` is None for an
-    agent's or a run's memory."""
-    metadata = dict(record.attributes)
-    scope = {k: metadata.pop(k, None) for k in SCOPE_KEYS}
-    expires = metadata.pop(EXPIRES_KEY, None)
-    if user_id is None:
-        owner = scope_of_namespace(record.namespace or "")
-        user_id = owner.user_id if owner is not None else record.principal
-    return {
-        "id": record.memory_id,
-        "memory": record.text,
-        "user_id": user_id,
-        **scope,
-        "metadata": metadata,
-        "kind": record.kind or "memory",
-        "provenance": record.provenance,
-        "lifecycle": record.lifecycle_state,
-        "policy_tags": None if record.policy_tags is None else list(record.policy_tags),
-        "revision": record.revision,
-        "created_at": record.created_at,
-        "updated_at": record.updated_at,
-        "expiration_date": expires,
-        "needs_review": record.needs_review,
-    }
 
 
 class Memory:
@@ -398,26 +259,6 @@ class Memory:
                                principal=scope.principal, attributes=dict(item["attributes"]),
                                markers=tuple(item.get("markers") or ())))
 
-    def _duplicate_of(self, text: str, scope: Scope, attributes: Mapping[str, Any]) -> Optional[str]:
-        """The id of a current memory of the same scope that ``text`` repeats (module dedup)."""
-        digest = text_digest(text)
-        at = now_stamp()
-        same_scope = {k: attributes.get(k) for k in SCOPE_KEYS}
-        mine = self.catalog.ids([scope.namespace], directives=False,
-                                where=lambda a: {k: a.get(k) for k in SCOPE_KEYS} == same_scope
-                                and not is_expired(a, at))
-        exact = set(self.catalog.same_text(scope.namespace, digest)) if digest else set()
-        found = [i for i in mine if i in exact]
-        if found:  # (the oldest, when explicit ids stored the text again)
-            records = self.store.get_many(found, namespace=scope.namespace).values()
-            return str(min(records, key=lambda r: (r.created_at or "", r.memory_id)).memory_id)
-        if self.dedup_cosine is None or not mine:
-            return None
-        q = self.retriever.embedder.embed(text)
-        vectors = self.store.vectors_for(mine, namespace=scope.namespace)
-        best = max(((float(np.dot(q, v)), i) for i, v in vectors.items()), default=None)
-        return best[1] if best is not None and best[0] >= self.dedup_cosine else None
-
     # -- writes -------------------------------------------------------------------------------
 
     def _item(self, given: Any, i: Optional[int], scope: Scope) -> dict[str, Any]:
@@ -511,7 +352,8 @@ class Memory:
                     if key in batch:
                         out.append(batch[key])
                         continue
-                    same = self._duplicate_of(item["text"], scope, item["attributes"])
+                    same = duplicate_of(self.catalog, self.retriever, item["text"], scope.namespace, item["attributes"],
+                                        self.dedup_cosine)
                     if same is not None:
                         if not allow_relearn:  # (forgotten content in its metadata is refused all the same)
                             self._check_suppressed(item, scope)
@@ -606,11 +448,10 @@ class Memory:
             return self._erase_expired()
 
     def reset(self, keep_forget_list: bool = True) -> None:
-        """Empty the store: every record and vector goes through the erasure path (audit events
-        erased with the rest), the audit history is erased, and one ``reset`` event is written.
-        ``keep_forget_list`` (default): the forget directives stay, with their suppression
-        entries, so forgotten content stays refused; ``False`` removes them too (for test
-        loops: the protection is given up, forgotten text may be stored again)."""
+        """Empty the store through the erasure path (records, vectors, the audit history), then
+        write one ``reset`` event. ``keep_forget_list`` (default): the forget directives and their
+        suppression stay, so forgotten content stays refused; ``False`` removes them too (test
+        loops: the protection is given up)."""
         if type(keep_forget_list) is not bool:
             raise ValueError(f"field 'keep_forget_list' must be True or False, got {keep_forget_list!r}")
         with self._model_lock, self._lock:
@@ -627,8 +468,7 @@ class Memory:
     # -- reads --------------------------------------------------------------------------------
 
     def users(self) -> list[str]:
-        """The user ids with a current memory in this store (forget directives do not count),
-        sorted."""
+        """The user ids with a current memory in this store, sorted (directives do not count)."""
         with self._lock:
             self._check_open()
             at = now_stamp()

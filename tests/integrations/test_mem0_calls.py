@@ -183,7 +183,7 @@ def test_expired_memories_are_never_returned_and_are_swept_not_forgotten(mem):
     for bad in ("next week", 12, "2026-13-01"):
         with pytest.raises(ValueError, match="^field 'expiration_date'"):
             mem.add("Bad date.", user_id="carol", expiration_date=bad)
-    with pytest.raises(ValueError, match="metadata key 'expiration_date' is reserved"):
+    with pytest.raises(ValueError, match="field 'metadata.expiration_date' is reserved"):
         mem.add("Bad date.", user_id="carol", metadata={"expiration_date": FUTURE})
     assert mem.users() == ["alice"]  # carol: nothing stored; bob: only an expired memory
 

@@ -314,8 +314,11 @@ def test_no_public_store_call_bypasses_the_namespace_filter(new_store, store_kin
         "forget", "version", "changes_since", "vector_matrix", "vectors_for", "check_encoder",
         "flush_outbox", "namespace_of", "ids", "close", "restore_many",  # restore_many: store import
         # pre-checks of one record's own namespace before embedding; export: the store's owner
-        "check_suppressed", "check_forget_directive", "export_suppression"}
-    extra = {"verify"} | ({"compact"} if kind == "postgres" else set())  # compact: VACUUM FULL
+        "check_suppressed", "check_forget_directive", "export_suppression",
+        # expiry and reset erase records the trusted layer named by (namespace, id); note: an audit event
+        "erase", "note"}
+    # compact: VACUUM FULL; wait_erased: waits for the eraser's pass (reads and writes no record)
+    extra = {"verify"} | ({"compact", "wait_erased"} if kind == "postgres" else set())
     attrs = {"encoder_identity", "dim", "audit", "clock", "path", "fsync", "collection", "client",
              "local", "schema", "where", "filters_signatures", "vacuum_on_forget"}
     public = {n for n in dir(store) if not n.startswith("_")} - attrs

@@ -159,7 +159,8 @@ def test_namespace_restriction_cannot_be_bypassed(tmp_path, encoder):
                  lambda: r.correct("b-trip", b.revision, "changed", principal="alice"),
                  lambda: r.retire("b-trip", b.revision, principal="alice"),
                  lambda: r.mark_reviewed("b-trip", b.revision, principal="alice"),
-                 lambda: r.forget("b-trip", principal="alice")):
+                 lambda: r.forget("b-trip", principal="alice"),
+                 lambda: r.erase([("bob", "b-trip")], event="expired", principal="alice")):
         with pytest.raises(PermissionError):
             call()
     assert r.store.get("b-trip").revision == b.revision
@@ -180,7 +181,9 @@ def test_namespace_restriction_cannot_be_bypassed(tmp_path, encoder):
     covered = {"retrieve", "readable_namespaces", "report_exposed", "report_answer", "add",
                "update", "correct", "retire", "mark_reviewed", "forget", "open", "open_postgres",
                "precomputed_bytes", "route", "close", "add_many", "gate", "gate_version",
-               "drop_threshold", "warm_up", "history"}
+               "drop_threshold", "warm_up", "history",
+               "erase",  # by (namespace, id), each namespace write-checked: the writes above
+               "drop_rule", "risk_warn"}  # the gate's rule and threshold: read no record
     public = {n for n, _ in inspect.getmembers(GatedRetriever) if not n.startswith("_")}
     assert public == covered, f"review the namespace guarantee for {sorted(public - covered)}"
 

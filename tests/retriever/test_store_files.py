@@ -91,7 +91,7 @@ def test_an_export_with_directives_but_no_forget_list_is_refused_unless_accepted
     with Memory(path=tmp_path / "dst", encoder=HashEncoder(), gate=None, fsync=False) as m:
         with pytest.raises(ImportRefused, match="accept-unprotected"):
             import_store(m.store, out)
-        assert m.get_all(user_id="alice") == []  # nothing written
+        assert m.get_all(user_id="alice")["results"] == []  # nothing written
         with pytest.warns(UserWarning, match=r"without protection: 1 forget directive\(s\) in namespace\(s\) \['user:alice'\]"):
             assert import_store(m.store, out, accept_unprotected=True) == 3
         m.add("My locker code is 4417.", user_id="alice")  # the documented cost of accepting

@@ -32,7 +32,7 @@ from typing import Optional
 from memgate.contract.seeding import component_rng
 from memgate.datasets.real.io_guard import check_part_access
 from memgate.datasets.real.natural_sources import BUILDERS, CATEGORY, FOLDERS_OF, SOURCES, Case, folder
-from memgate.datasets.real.paths import real_data_root
+from memgate.datasets.real.paths import real_data_root, repo_root
 
 PARTS = ("train", "select", "report")
 FRACTIONS = {"select": 0.15, "report": 0.15}
@@ -104,8 +104,6 @@ def _guard_raw(root_key: str) -> tuple:
 
 def example_texts() -> tuple:
     """The strings (>= 20 characters) quoted in ``examples/``."""
-    from memgate.datasets.real.paths import repo_root
-
     out: set = set()
     for path in sorted((repo_root() / "examples").rglob("*")):
         if path.suffix in (".py", ".md", ".json", ".jsonl", ".txt"):
