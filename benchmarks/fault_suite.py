@@ -75,6 +75,7 @@ def _writer(kind: str, path: str, seed: int, log_path: str) -> None:
     """Random writes until killed; one JSON line before ("begin") and after ("ack") each."""
     from memgate.retriever import StoredMemory
 
+    os.environ["PGAPPNAME"] = _writer_name(seed)  # (libpq's: the parent waits on this name)
     store = open_store(kind, Path(path))
     rng = random.Random(seed)
     log = open(log_path, "a", buffering=1)
@@ -254,6 +255,28 @@ class Zygote:
 # --------------------------------------------------------------------------- in the parent
 
 
+def _writer_name(seed: int) -> str:
+    return f"memgate-fault-writer-{seed}"
+
+
+def _wait_backends_gone(name: str, timeout_s: float = 30.0) -> None:
+    """Wait until the PostgreSQL server has no session of the killed writer ``name``: a COMMIT
+    the writer sent before SIGKILL is still applied by its server process, which then exits, so
+    a check that reads before that races the commit (a record visible in one read, missing from
+    the one before)."""
+    import psycopg
+
+    from memgate.retriever.stores.postgres.store import URL_ENV
+
+    deadline = time.time() + timeout_s
+    with psycopg.connect(os.environ[URL_ENV], autocommit=True) as conn:
+        while conn.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
+                           (name,)).fetchone()[0]:
+            if time.time() > deadline:
+                raise AssertionError(f"the killed writer's PostgreSQL session {name} outlived {timeout_s} s")
+            time.sleep(0.01)
+
+
 def _read_log(path: Path) -> list[dict]:
     if not path.exists():
         return []
@@ -333,6 +356,8 @@ def kill_loop(kind: str, root: Path, kills: int, seed: int = 0, zygote: Optional
             time.sleep(rng.uniform(min_s, max_s))
             os.kill(pid, signal.SIGKILL)
             z.reap(pid)
+            if kind == "postgres":
+                _wait_backends_gone(_writer_name(seed * 100_000 + round_))
             events = _read_log(log)
             errors = [e["error"] for e in events if "error" in e]
             assert not errors, errors[0]

