@@ -4,7 +4,10 @@ cosine, per source, per risk category and as the one macro figure that model sel
 A **cell** is one source's part in one variant (``natural`` pairs, or the similarity-``matched``
 pairs where ``1 - cos`` is weak): rows ``(query, memory, trap?)`` from
 ``memgate.datasets.real.phrasing.eval_rows``, clusters = the memory (the user for the biography
-source). Per cell and gate, with ``S`` the gated score and ``cos`` the ungated cosine:
+source). The natural sources of issue 43 (``memgate.datasets.real.natural``; in the panel when a
+config lists them in ``selection.text_risk_sources``) have one variant: both memories of a pair
+answer one query, so they are matched by construction; their select parts hold a topic family
+that train lacks, so the guard and the figure see transfer to an unseen topic. Per cell and gate, with ``S`` the gated score and ``cos`` the ungated cosine:
 
 - ``gated_minus_cos`` = AUC(1 - S) - AUC(1 - cos) for "trap": does the score a retriever ranks by
   separate traps from controls better than the cosine? (the selection figure);
@@ -14,7 +17,8 @@ source). Per cell and gate, with ``S`` the gated score and ``cos`` the ungated c
 - ``activity`` = mean |cos - S| on traps and on controls.
 
 **The macro figure**: per source the mean of its two variants, per category the mean of its
-sources (sycophancy = ``phrasing_sycophancy`` and ``phrasing_sycophancy_bio``), and the mean over
+sources (sycophancy = ``phrasing_sycophancy`` and ``phrasing_sycophancy_bio``, plus
+``natural_sycophancy`` where listed), and the mean over
 the four categories (cross_domain, sycophancy, tool_drift, jailbreak), so each category weighs 1
 whatever its number of sources or rows.
 
@@ -41,11 +45,29 @@ import numpy as np
 import torch
 
 from memgate.contract.seeding import component_rng
-from memgate.datasets.real.phrasing import CATEGORY, SOURCES, eval_rows
+from memgate.datasets.real import natural, natural_sources
+from memgate.datasets.real.phrasing import CATEGORY as PHRASING_CATEGORY
+from memgate.datasets.real.phrasing import SOURCES, eval_rows
 from memgate.eval.transfer import transfer_analysis
 
 CATEGORIES = ("cross_domain", "sycophancy", "tool_drift", "jailbreak")
 VARIANTS = ("natural", "matched")
+CATEGORY = {**PHRASING_CATEGORY, **natural_sources.CATEGORY}
+ALL_SOURCES = tuple(SOURCES) + tuple(natural_sources.SOURCES)
+
+
+def variants_of(name: str) -> tuple:
+    """A natural source's pairs share one query, so they are matched already: one variant."""
+    return ("natural",) if name in natural_sources.SOURCES else VARIANTS
+
+
+def rows_of(name: str, part: str, variant: str, *, purpose, root, seed, embed) -> dict:
+    if name in natural_sources.SOURCES:
+        return natural.eval_rows(name, part, purpose=purpose, root=root, seed=seed)
+    if name not in SOURCES:
+        raise ValueError(f"unknown text-risk source {name!r}; expected one of {list(ALL_SOURCES)}")
+    return eval_rows(name, part, purpose=purpose, root=root, seed=seed,
+                     embed=embed if variant == "matched" else None)
 DEFAULT_N_BOOT = 1000
 ALPHA = 0.05
 
@@ -113,8 +135,8 @@ def build_cells(encoder, part: str = "select", purpose: Optional[str] = "selecti
     embed = lambda texts: encoder.encode(list(texts), progress=False)  # noqa: E731
     cells = []
     for name in sources:
-        rows = {variant: eval_rows(name, part, purpose=purpose, root=root, seed=seed,
-                                   embed=embed if variant == "matched" else None) for variant in VARIANTS}
+        rows = {variant: rows_of(name, part, variant, purpose=purpose, root=root, seed=seed, embed=embed)
+                for variant in variants_of(name)}
         clusters = sorted({str(c) for r in rows.values() for c in r["clusters"]})
         index = {c: i for i, c in enumerate(clusters)}
         for variant, r in rows.items():

@@ -138,6 +138,9 @@ class SelectionSection:
     gatemem_routes_guard: bool = True  # GateMem-select hybrid vs kleene_gate within route_margin
     gatemem_guard: bool = True  # GateMem-select suppression AUC >= min_suppression_auc
     text_risk_guard: bool = True  # every natural source's select suppression AUC >= min_suppression_auc
+    # the sources of the text-risk panel (guard and figure): the issue-15 phrasing sources, plus
+    # the natural sources of issue 43 where the data has them (configs/train/textrisk_natural.yaml)
+    text_risk_sources: tuple[str, ...] = PHRASING_SOURCES
     max_recall_drop: float = 0.01
     route_margin: float = 0.01  # violation_any / protected_exposure at most this above, recall at most this below
     min_suppression_auc: float = 0.5
@@ -190,6 +193,10 @@ class TrainConfig:
             raise ConfigError(
                 "selection.metric=text_risk_macro clashes with selection.text_risk_guard=false: the macro figure "
                 "comes from the natural-source panel; set selection.metric=dev_pref_acc_gated to select without it")
+        unknown = [s for s in self.selection.text_risk_sources if s not in PHRASING_SOURCES + NATURAL_SOURCES]
+        if unknown or not self.selection.text_risk_sources:
+            raise ConfigError(f"selection.text_risk_sources: unknown or empty {unknown or '[]'}; expected names "
+                              f"from {list(PHRASING_SOURCES + NATURAL_SOURCES)}")
         if not 0 <= self.selection.route_margin < 1:
             raise ConfigError(f"selection.route_margin must be in [0, 1), got {self.selection.route_margin!r}")
         grid = self.selection.risk_scale_grid

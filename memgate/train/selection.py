@@ -298,7 +298,8 @@ def text_risk_guard_for(config) -> Optional[TextRiskGuard]:
         log.warning("selection.text_risk_guard=false: no natural-phrasing guard")
         return None
     root = _require_real_data(config, "text_risk_guard")
-    cells = build_cells(encoder_from(config), "select", "selection", root=root)
+    cells = build_cells(encoder_from(config), "select", "selection", root=root,
+                        sources=config.selection.text_risk_sources)
     return TextRiskGuard(TextRiskPanel(cells, n_boot=config.selection.guard_n_boot, seed=0),
                          config.selection.min_suppression_auc)
 

@@ -157,6 +157,7 @@ def test_ablation_table_is_rebuilt_from_finished_rows_only(tmp_path: Path, monke
     ("trainer.precision=foo", "trainer.precision"), ("selection.max_recall_drop=5", "selection.max_recall_drop"),
     ("optim.max_steps=0", "optim.max_steps"), ("data.max_negatives=0", "data.max_negatives"),
     ("selection.metric=dev_loss", "selection.metric"),
+    ("selection.text_risk_sources=[natural_weather]", "selection.text_risk_sources"),
 ])
 def test_bad_training_values_fail_at_load_naming_the_key(override, key):
     """Values the gate, the loss or the trainer would reject fail when the config loads (before any

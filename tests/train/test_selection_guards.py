@@ -266,3 +266,23 @@ def test_two_level_paired_ci():
     assert lo < diff.mean() < hi and hi - lo < 0.2
     with_nan = np.concatenate([diff, [np.nan, np.nan]])
     assert two_level_paired_ci(with_nan, groups + ["c", "c"], n_boot=4000) == [lo, hi]
+
+
+def test_the_text_risk_panel_reads_natural_select_parts_with_their_held_out_family():
+    """A natural source enters the panel as one (matched-by-construction) variant whose rows hold
+    the select part's held-out topic family, so the guard and the figure see an unseen topic."""
+    from memgate.datasets.real.natural import eval_rows as natural_rows
+    from memgate.eval.text_risk import CATEGORY, TextRiskPanel, build_cells
+    from tests.fakes import HashEncoder
+
+    cells = build_cells(HashEncoder(), "select", "selection", sources=("natural_tool_drift",))
+    assert [(c.source, c.category, c.variant) for c in cells] == [("natural_tool_drift", "tool_drift", "natural")]
+    rows = natural_rows("natural_tool_drift", "select", purpose="selection")
+    assert len(cells[0].labels) == len(rows["labels"]) and sum(rows["heldout"]) >= 300
+    assert CATEGORY["natural_injection"] == "jailbreak"
+    panel = TextRiskPanel(cells, n_boot=20)
+    traps = {a.numpy().tobytes() + b.numpy().tobytes() for a, b, y in zip(cells[0].q, cells[0].v, cells[0].labels) if y}
+    figures = panel.figures(panel.scores(LabelGate(traps, 0.3)))
+    assert set(figures["categories"]) == {"tool_drift"} and figures["macro"]["value"] > 0
+    with pytest.raises(ValueError, match="natural_weather"):
+        build_cells(HashEncoder(), "select", "selection", sources=("natural_weather",))
