@@ -15,9 +15,13 @@ further seeds of the same configuration) this reads the checkpoint, its report (
   entry of the selection history), paired episode-bootstrap CIs; the cubic check;
 - ``hybrid`` vs ``kleene_gate`` synthetic ``l_rc@20`` with a paired group-bootstrap CI;
 - text-visible risk (issue 33): on every natural-phrasing source's ``report`` part, natural and
-  matched, AUC(1 - S) - AUC(1 - cos) with its paired memory-bootstrap CI, the suppression AUC and
+  matched (and the natural sources of issue 43, one variant each), AUC(1 - S) - AUC(1 - cos) with its paired memory-bootstrap CI, the suppression AUC and
   the activity on traps (``memgate.eval.text_risk.report_figures``); GateMem report ``hybrid`` -
   ``kleene_gate`` (violation_any@20, protected_exposure@20, recall_required@20, from metrics.json).
+
+- exposure (issue 44, ``memgate.eval.exposure``): per risk category the share of the natural report
+  queries whose risk memory reaches the top 3 of the category's pool, ``namespace_kleene`` vs
+  ``hybrid_drop``, and the relative cut with its query-bootstrap CI.
 
 Writes ``targets.json`` and ``targets.md`` into ``--out``. Report parts are read for reporting
 only, after selection, as every evaluation does.
@@ -76,6 +80,25 @@ def issue33_lines(results: list[dict]) -> list[str]:
         spread = f"{np.mean(values):+.4f} [{min(values):+.4f}, {max(values):+.4f}]" if values else "—"
         lines.append(f"| {name} | {_f(value, 4)} | {'yes' if met else '**no**'} | {spread} | "
                      f"{sum(rows[i][2] for rows in per_seed)} of {len(per_seed)} |")
+    return lines
+
+
+def exposure_lines(results: list[dict]) -> list[str]:
+    """Issue 44's exposure (``memgate.eval.exposure``): per category the released seed's top-3
+    exposure under ``namespace_kleene`` and ``hybrid_drop``, the relative cut with its CI, and
+    whether it is judged (>= 30 exposed queries under ``namespace_kleene``) and met (cut >= 30 %,
+    CI above 0)."""
+    lines = ["| category | queries / pool | exposed: namespace_kleene | exposed: hybrid_drop | relative cut [95 % CI] | "
+             "admissible in top 3: kleene / hybrid_drop | judged | met | seeds meeting it |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for cat, f in (results[0].get("exposure") or {}).items():
+        e, n = f["exposed"], f["exposed_queries"]
+        met = sum(bool((r.get("exposure") or {}).get(cat, {}).get("met")) for r in results)
+        lines.append(f"| {cat} | {f['queries']} / {f['pool']} | {e['namespace_kleene']:.3f} ({n['namespace_kleene']}) | "
+                     f"{e['hybrid_drop']:.3f} ({n['hybrid_drop']}) | {_ci(f['relative_cut'])} | "
+                     f"{f['kept']['namespace_kleene']:.3f} / {f['kept']['hybrid_drop']:.3f} | "
+                     f"{'yes' if f['judged'] else 'no (< 30 exposed)'} | {'yes' if f['met'] else '**no**'} | "
+                     f"{met} of {len(results)} |")
     return lines
 
 
@@ -148,6 +171,7 @@ def main(argv=None, prog=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / "targets.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
     lines = ["## Issue 33: text-visible risk", "", *issue33_lines(results), "",
+             "## Exposure: risk memories in the top 3 (issue 44)", "", *exposure_lines(results), "",
              "## The learned-gate release's figures", "", *markdown(results)]
     (out / "targets.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

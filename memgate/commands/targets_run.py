@@ -19,9 +19,10 @@ from memgate.datasets.real.paths import real_data_root
 from memgate.datasets.synthetic import load_split
 from memgate.eval.bootstrap import paired_bootstrap_ci
 from memgate.eval.engine import encoder_for_gate, prepare
+from memgate.eval.exposure import exposure
 from memgate.eval.headline import inadmissible_tv_targets
 from memgate.eval.metrics import rank_auc
-from memgate.eval.text_risk import report_figures
+from memgate.eval.text_risk import ALL_SOURCES, report_figures
 from memgate.eval.transfer import paired_auc_difference, transfer_pairs
 from memgate.model.gate import MemGate, MemGateConfig
 
@@ -140,5 +141,7 @@ def run_targets(checkpoint: Path, report: Path, data_dir: Path, n_boot: int) -> 
                                        "difference": {"value": point, "ci": [lo, hi]}}
     out["gatemem_routes"] = {k: _value(metrics, "gatemem", "hybrid", f"diff_vs_kleene_gate:{k}")
                              for k in ("violation_any@20", "protected_exposure@20", "recall_required@20")}
-    out["text_risk_report"] = report_figures(gate, encoder, n_boot=min(n_boot, 2000), root=root)
+    # every source's report part: issue 15's phrasing sources and issue 43's natural ones
+    out["text_risk_report"] = report_figures(gate, encoder, n_boot=min(n_boot, 2000), root=root, sources=ALL_SOURCES)
+    out["exposure"] = exposure(gate, config, encoder, root=root, n_boot=min(n_boot, 2000))
     return out
