@@ -94,6 +94,17 @@ def test_history_audit_export_and_verify_work_with_only_a_url(tmp_path, capsys):
     store.close()
 
 
+def test_a_reset_on_postgres_clears_the_audit_table_and_the_store_takes_writes_again(tmp_path):
+    schema = pg_test_server.schema_for(tmp_path / "mem")
+    with Memory(store="postgres", url=pg_test_server.url(), collection=schema) as m:
+        memory_id = _id(m.add("My locker code is 4417.", user_id="alice"))
+        m.reset(keep_forget_list=False)  # (raised AttributeError: TableAuditLog had no clear())
+        assert m.get_all(user_id="alice")["results"] == [] and m.history(memory_id, user_id="alice") == []
+        assert _id(m.add("My locker code is 4417.", user_id="alice"))
+    events = [json.loads(e)["event"] for (e,) in sql(ident(schema, "SELECT event FROM {}.audit ORDER BY id"))]
+    assert "stored" in events and len(events) <= 3  # the reset's own event and what came after it
+
+
 def test_a_format_1_schema_gets_the_audit_table_on_open_and_keeps_its_records(tmp_path):
     schema = pg_test_server.schema_for(tmp_path / "old")
     with Memory(store="postgres", url=pg_test_server.url(), collection=schema) as m:

@@ -57,6 +57,15 @@ class TableAuditLog(AuditLog):
             with b.db.session("writing audit events") as conn, conn.transaction():
                 conn.cursor().executemany(b._q("INSERT INTO {s}.audit (event) VALUES (%s)"), rows)
 
+    def clear(self) -> None:
+        """Erase the whole history (a store reset): every row of the audit table deleted in one
+        transaction; the next erasure pass or ``compact()`` prunes their page versions."""
+        b = self._backend
+        with b.lock:
+            with b.db.session("clearing the audit table") as conn, conn.transaction():
+                conn.execute(b._q("DELETE FROM {s}.audit"))
+        b.eraser.request()
+
     def events(self) -> Iterator[dict[str, Any]]:
         """Every event in insertion order (read in pages of 10,000 rows)."""
         last = 0

@@ -253,7 +253,7 @@ class PostgresBackend:
         the operator does). An exclusive lock on each table while it runs: an operator's step."""
         with self.lock:
             with self.db.session("compacting the store") as conn:
-                for table in ("records", "derivations", "suppressed", "outbox"):
+                for table in ("records", "derivations", "suppressed", "outbox", "audit"):
                     conn.execute(self._q(f"VACUUM FULL {{s}}.{table}"))
 
     def bump(self, key: str) -> int:
