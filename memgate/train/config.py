@@ -38,6 +38,7 @@ ADDED_SINCE_RELEASE: dict = {
     "gate.center_mask": False,
     "loss.risk_weight": 0.0,
     "selection.risk_scale_grid": list(RISK_SCALE_GRID),
+    "selection.text_risk_sources": list(PHRASING_SOURCES),
 }
 PRECISIONS = ("32-true", "32", "64-true", "64", "bf16-mixed", "bf16-true", "16-mixed", "16-true")
 
