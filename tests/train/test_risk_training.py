@@ -16,7 +16,7 @@ from memgate.contract.config import REPO_ROOT, ConfigError, load_config, resolve
 from memgate.eval.calibration_risk import plot_reliability, reliability_bins, risk_calibration
 from memgate.eval.metrics import ece
 from memgate.model.gate import MemGate, MemGateConfig
-from memgate.train.config import ADDED_SINCE_RELEASE, TrainConfig
+from memgate.train.config import ADDED_SINCE_RELEASE, NATURAL_SOURCES, PHRASING_SOURCES, TrainConfig
 from memgate.train.objective import LossConfig, list_preservation_loss, mask_diagnostics, preference_loss
 from memgate.train.risk_scale import calibrate_risk_scale, failed_guards
 
@@ -130,9 +130,10 @@ def test_the_new_keys_keep_the_release_behaviour_and_clash_loudly():
     for dotted, keeps in ADDED_SINCE_RELEASE.items():
         section, key = dotted.split(".")
         assert default[section][key] == keeps, dotted
-    assert default["gate"]["score_form"] == "mask"
+    assert default["gate"]["score_form"] == "mask_risk"  # issue 44's release
+    assert set(default["selection"]["text_risk_sources"]) == set(PHRASING_SOURCES) | set(NATURAL_SOURCES)
     with pytest.raises(ConfigError, match="loss.risk_weight"):
-        load_config(TrainConfig, REPO_ROOT / "configs/train/default.yaml", ["loss.risk_weight=0.5"])
+        load_config(TrainConfig, REPO_ROOT / "configs/train/default.yaml", ["gate.score_form=mask", "loss.risk_weight=0.5"])
     with pytest.raises(ConfigError, match="risk_scale_grid"):
         load_config(TrainConfig, REPO_ROOT / "configs/train/default.yaml", ["selection.risk_scale_grid=[]"])
     with pytest.raises(ConfigError, match="gate.score_form"):
