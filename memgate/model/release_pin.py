@@ -8,5 +8,5 @@ else does.
 """
 
 RELEASED_WEIGHTS_SHA256 = {
-    "memgate-minilm-l6": "3f1a0f632704fb4a3de2f0ff21827022d070ac9f02b420fd2f5a3bf859a349af",
+    "memgate-minilm-l6": "f1ce26775c1c4b2ad2903c45e1059752ea0d607e05df5f3984729a9c9ff59f90",
 }
