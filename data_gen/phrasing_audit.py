@@ -286,6 +286,16 @@ def markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def audit_markdown(result: dict) -> str:
+    """The docs tables of an audit: the phrasing sources' (``markdown``), then the natural sources'
+    (``natural_markdown``), each where the audit has them."""
+    phrasing = {n: r for n, r in result.items() if not n.startswith("natural_")}
+    natural_part = {n: r for n, r in result.items() if n.startswith("natural_")}
+    return "\n\n".join(text for text, present in ((markdown(phrasing) if phrasing else "", phrasing),
+                                                   (natural_markdown(natural_part) if natural_part else "", natural_part))
+                        if present)
+
+
 def natural_markdown(result: dict) -> str:
     """The natural sources' cells (issue 43): per source, part and cell (the families that trained,
     the held-out family) the pairs, memories, AUC(1 - cos) and, with a gate, its suppression AUC."""
@@ -349,8 +359,7 @@ def main(argv=None) -> int:
         args.out.write_text(text + "\n", encoding="utf-8")
     if args.markdown is not None:
         args.markdown.parent.mkdir(parents=True, exist_ok=True)
-        natural_only = all(n.startswith("natural_") for n in result)
-        args.markdown.write_text(natural_markdown(result) if natural_only else markdown(result), encoding="utf-8")
+        args.markdown.write_text(audit_markdown(result), encoding="utf-8")
     print(text)
     return 0
 

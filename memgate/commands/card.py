@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from memgate.commands.targets import route_rows, text_risk_rows
+from memgate.commands.targets import issue44_rows, route_rows, text_risk_rows
 from memgate.contract.config import REPO_ROOT
 from memgate.model.card import card_lines
 
@@ -80,16 +80,18 @@ def gatemem_line(result: dict) -> Optional[str]:
 
 
 def heldout_lines(audit: Optional[dict]) -> list[str]:
-    """Each source's held-out topic family on its report part (no train or select pair has it)."""
+    """Each source's held-out topic family on its report part (no train or select pair has it)
+    whose suppression AUC is below issue 44's 0.60."""
     lines = []
     for source, entry in sorted((audit or {}).items()):
         report = (entry.get("by_family") or {}).get("report") or {}
         total = sum(f.get("n", 0) for f in report.values())
         for family, f in sorted(report.items()):
-            if f.get("heldout") and f.get("suppression_auc") is not None and f["suppression_auc"] < 0.5:
+            if f.get("heldout") and f.get("suppression_auc") is not None and f["suppression_auc"] < 0.6:
+                what = ("inverted: the gate does not carry the risk to a topic it never saw" if f["suppression_auc"] < 0.5
+                        else "below the 0.60 target for a held-out family")
                 lines.append(f"`{source}` report, held-out topic family {family} ({f['n']:,} of {total:,} pairs): "
-                             f"suppression AUC **{f['suppression_auc']:.3f}**, inverted: the gate does not carry "
-                             "the risk to a topic it never saw")
+                             f"suppression AUC **{f['suppression_auc']:.3f}**, {what}")
     return lines
 
 
@@ -131,7 +133,9 @@ def release_facts(checkpoint: Path, report: Path, root: Path = REPO_ROOT) -> dic
                                         "then `memgate card`"])
         return facts
     misses = [(name, f"{value:.4f}" if value is not None else "—")
-              for name, value, met in text_risk_rows(result) + route_rows(result) if not met]
+              for name, value, met in issue44_rows(result) + text_risk_rows(result) + route_rows(result) if not met]
+    misses += [(f"exposure, {cat}: relative top-3 cut >= 30 %, CI above 0", f"{f['relative_cut']['value']:+.3f}")
+               for cat, f in (result.get("exposure") or {}).items() if f.get("judged") and not f.get("met")]
     does_not = [line for line in (gatemem_line(result),) if line]
     audit = _read_json(audit_path)
     does_not += heldout_lines(audit)

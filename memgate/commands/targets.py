@@ -83,6 +83,44 @@ def issue33_lines(results: list[dict]) -> list[str]:
     return lines
 
 
+def issue44_rows(result: dict) -> list[tuple[str, float, bool]]:
+    """(figure, value, met) of issue 44's report targets for one seed, per risk category over every
+    report cell of its sources (natural and matched): the weakest cell's suppression AUC >= 0.65, and
+    the weakest AUC(1 - S') - AUC(1 - cos) above 0 with its CI above 0. Held-out families are
+    read by ``data_gen.phrasing_audit --gate`` (docs/results.md)."""
+    from memgate.eval.text_risk import CATEGORIES, CATEGORY
+
+    rows = []
+    cells = result["text_risk_report"]["cells"]
+    for category in CATEGORIES:
+        mine = {k: c for k, c in cells.items() if CATEGORY.get(c["source"]) == category}
+        if not mine:
+            continue
+        low_key = min(mine, key=lambda k: mine[k]["suppression_auc"]["value"])
+        low = mine[low_key]["suppression_auc"]["value"]
+        rows.append((f"{category}: suppression AUC >= 0.65 in every cell (weakest: {low_key})", low, low >= 0.65))
+        gains = {k: c["gated_minus_cos"] for k, c in mine.items()}
+        gain_key = min(gains, key=lambda k: (gains[k]["ci"][0] if gains[k]["ci"][0] is not None else -1.0))
+        g = gains[gain_key]
+        rows.append((f"{category}: AUC(1 - S') - AUC(1 - cos) > 0, CI excludes 0 in every cell (weakest: {gain_key})",
+                     g["value"], all(e["ci"][0] is not None and e["ci"][0] > 0 for e in gains.values())))
+    return rows
+
+
+def issue44_lines(results: list[dict]) -> list[str]:
+    """Issue 44's per-category report targets: the released seed's figure, met or missed, the seeds'
+    mean [range] and how many seeds meet each."""
+    lines = [f"| target | released (seed {results[0]['seed']}) | met | mean [min, max] over {len(results)} seeds | "
+             "seeds meeting it |", "|---|---|---|---|---|"]
+    per_seed = [issue44_rows(r) for r in results]
+    for i, (name, value, met) in enumerate(per_seed[0]):
+        values = [rows[i][1] for rows in per_seed if i < len(rows)]
+        lines.append(f"| {name} | {_f(value, 4)} | {'yes' if met else '**no**'} | "
+                     f"{np.mean(values):+.4f} [{min(values):+.4f}, {max(values):+.4f}] | "
+                     f"{sum(rows[i][2] for rows in per_seed if i < len(rows))} of {len(per_seed)} |")
+    return lines
+
+
 def exposure_lines(results: list[dict]) -> list[str]:
     """Issue 44's exposure (``memgate.eval.exposure``): per category the released seed's top-3
     exposure under ``namespace_kleene`` and ``hybrid_drop``, the relative cut with its CI, and
@@ -170,7 +208,8 @@ def main(argv=None, prog=None) -> int:
     out = resolve_path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "targets.json").write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
-    lines = ["## Issue 33: text-visible risk", "", *issue33_lines(results), "",
+    lines = ["## Issue 44: text-visible risk per category (report parts)", "", *issue44_lines(results), "",
+             "## Issue 33: text-visible risk", "", *issue33_lines(results), "",
              "## Exposure: risk memories in the top 3 (issue 44)", "", *exposure_lines(results), "",
              "## The learned-gate release's figures", "", *markdown(results)]
     (out / "targets.md").write_text("\n".join(lines) + "\n")

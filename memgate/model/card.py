@@ -120,7 +120,10 @@ def guard_lines(info: dict) -> list[str]:
         lines.append(f"- real-data selection guards: {info['guards']}")
     if info.get("calibration_note"):
         lines.append(f"- drop-threshold calibration: {info['calibration_note']}")
-    return (lines + drop_threshold_lines(info.get("calibration")) + risk_scale_lines(info.get("risk_scale"))
+    drop = drop_threshold_lines(info.get("calibration"))
+    if info.get("risk_thresholds") and (info["risk_thresholds"].get("risk_drop") is not None):
+        drop = [line + " — recorded only: this gate's default route drops by `risk_drop` (below) instead" for line in drop]
+    return (lines + drop + risk_scale_lines(info.get("risk_scale"))
             + risk_threshold_lines(info.get("risk_thresholds")) + [""])
 
 

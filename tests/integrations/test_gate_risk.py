@@ -175,9 +175,14 @@ def test_every_surface_carries_gate_risk_and_applies_one_drop_rule(mask_risk_che
         items = lg.search(("users", "alice"), query=QUERY, limit=10)
     assert len(items) == len(TEXTS) - 1  # the riskiest dropped here too
     assert all(isinstance(it.gate_risk, float) and it.dict()["gate_risk"] == it.gate_risk for it in items)
-    # no gate, and the released gate (score form mask): gate_risk is null, the keys are there
+    # no gate: gate_risk is null, the keys are there; the released gate (score form mask_risk since
+    # issue 44's release): a calibrated risk in (0, 1) on every hit
     for gate in (None, "released"):
         with Memory(path=store, gate=gate, encoder=encoder, fsync=False) as m:
             found = m.search(QUERY, user_id="alice")
-            assert all(h["gate_risk"] is None for h in found["results"]) and isinstance(found["dropped"], int)
-            assert len(found["dropped_ids"]) == found["dropped"]
+            risks = [h["gate_risk"] for h in found["results"]]
+            if gate is None:
+                assert all(r is None for r in risks)
+            else:
+                assert risks and all(isinstance(r, float) and 0.0 < r < 1.0 for r in risks)
+            assert isinstance(found["dropped"], int) and len(found["dropped_ids"]) == found["dropped"]

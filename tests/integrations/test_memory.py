@@ -132,11 +132,11 @@ def test_metadata_is_stored_filterable_before_truncation_and_erased(tmp_path, me
 
 
 def test_gate_default_rule(tmp_path):
-    # the committed release (issue 33's text-risk gate, trained step 560) records all four guards
+    # the committed release (issue 44's mask_risk gate, trained step 835) records all four guards
     # passed at its exported step and a LoCoMo-report drop within the budget: on by default
     released = gate_default()
     assert released.use is True, released.reason
-    assert released.reason.startswith("every selection guard passed at trained step 560")
+    assert released.reason.startswith("every selection guard passed at trained step 835")
 
     def card(selection, drop=None, name="card"):
         d = tmp_path / name
