@@ -35,11 +35,12 @@ def test_the_released_card_is_short_and_says_what_a_newcomer_needs():
     targets = json.loads((REPORT / "targets" / "targets.json").read_text(encoding="utf-8"))[0]
     assert targets_of([targets], export, json.loads((RELEASE / "headline.json").read_text())) is targets
     # every missed target of the release with its figure (memgate targets' rows), and the misses beside them
-    for missed in ("phrasing_tool_drift/natural: AUC(1-S) - AUC(1-cos) > 0, CI excludes 0: **-0.0132**",
-                   "phrasing_sycophancy/natural: suppression AUC >= 0.6: **0.4598**",
-                   "top5_inadmissible_tv cut vs global_dense >= 10 %: **0.0075**",
-                   "suppression AUC is **0.445**, below chance", "music (2,454 of 3,564 pairs): suppression AUC **0.276**",
-                   "margin grows by >= 0.02 in 2 of 6"):
+    for missed in ("natural_tool_drift/natural: AUC(1-S) - AUC(1-cos) > 0, CI excludes 0: **0.0071**",
+                   "phrasing_cross_domain/matched: suppression AUC >= 0.6: **0.5631**",
+                   "top5_inadmissible_tv cut vs global_dense >= 10 %: **0.0038**",
+                   "exposure, sycophancy: relative top-3 cut >= 30 %, CI above 0: **+0.017**",
+                   "Calendar (296 of 1,600 pairs): suppression AUC **0.493**",
+                   "margin grows by >= 0.02 in 2 of 6", "the risky memory flagged in 0 of 6"):
         assert missed in card, missed
     assert "verdict **bit for bit**" in card  # why git_dirty does not matter, from docs/reproducibility.md
 
