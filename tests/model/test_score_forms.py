@@ -173,15 +173,19 @@ def test_format_3_keys_in_a_format_2_file_are_refused(tmp_path):
     assert MemGate.from_pretrained(out).config.score_form == "mask"
 
 
-def test_the_released_format_2_gate_loads_strictly_and_scores_as_the_masked_cosine():
-    """The committed release (format 2) loads with score_form mask and no risk tensors, and its
-    score is the masked cosine of its own tensors, bit for bit: the same function as before."""
-    raw = json.loads((RELEASE / "config.json").read_text())
-    if raw["format_version"] != 2:
-        pytest.skip("the release is no longer a format-2 checkpoint")
-    gate = MemGate.from_pretrained(RELEASE).eval()
+def test_a_format_2_gate_loads_strictly_and_scores_as_the_masked_cosine(tmp_path):
+    """A format-2 checkpoint (the releases before 2026-12-03: no score form, no risk tensors) loads
+    with score_form mask and no risk tensors, and its score is the masked cosine of its own tensors,
+    bit for bit: the same function as before."""
+    saved = _rough(MemGate(MemGateConfig(dim=384, hidden=32)), 3).save_pretrained(tmp_path / "format2")
+    raw = json.loads((saved / "config.json").read_text())
+    raw["format_version"] = 2
+    for key in FORMAT3_KEYS:
+        raw.pop(key)
+    (saved / "config.json").write_text(json.dumps(raw))
+    gate = MemGate.from_pretrained(saved).eval()
     assert gate.config.score_form == "mask" and not gate.has_risk and gate.config.center_mask is False
-    assert set(gate.state_dict()) == set(load_file(str(RELEASE / "model.safetensors")))
+    assert set(gate.state_dict()) == set(load_file(str(saved / "model.safetensors")))
     q, V = _vectors(200, 384, seed=7)
     with torch.no_grad():
         out = gate(q, V)
