@@ -58,7 +58,8 @@ def does_lines(result: dict) -> list[str]:
         pair = [cells.get(f"{source}/{v}") for v in ("natural", "matched")]
         gains = " / ".join(f"{c['gated_minus_cos']['value']:+.3f}" for c in pair if c)
         aucs = " / ".join(f"{c['suppression_auc']['value']:.3f}" for c in pair if c)
-        lines.append(f"`{source}`: AUC(1 - S) - AUC(1 - cos) {gains}, suppression AUC {aucs} (natural / matched)")
+        label = " (natural / matched)" if all(pair) else ""  # a natural source has one variant
+        lines.append(f"`{source}`: AUC(1 - S) - AUC(1 - cos) {gains}, suppression AUC {aucs}{label}")
     lc = result["locomo"]["learned_gate_namespace_vs_namespace_dense"]
     lines.append(f"LoCoMo report recall_required@20, `learned_gate_namespace` - `namespace_dense`: "
                  f"{lc['value']:+.4f} [{lc['ci'][0]:+.4f}, {lc['ci'][1]:+.4f}]")
