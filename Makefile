@@ -41,14 +41,15 @@ $(STAMP): pyproject.toml
 LINTED := memgate data_gen tests train.py evaluate.py
 
 # pytest on two workers (pytest-xdist; each worker starts its own PostgreSQL server): the suite
-# is a long tail of ~2,100 tests, 825 s on one worker and 517 s on two on the 2-core machine
+# is a long tail of ~2,100 tests, 825 s on one worker and 517 s on two on the 2-core machine;
+# loadgroup keeps the docs' blocks that use one warm server on one worker (tests/test_snippets.py)
 test: $(STAMP)
 	$(BIN)/ruff check $(LINTED)
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q -n 2
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 -m "not slow"
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup -m "not slow"
 
 demo: $(STAMP)
 	$(BIN)/python -m memgate demo --install-seconds $$(cat $(STAMP))

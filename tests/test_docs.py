@@ -133,3 +133,16 @@ def test_the_readme_places_the_paper_anchors():
     assert "Beyond Similarity: Trustworthy Memory Search for Personal AI Agents" in text
     for paper in ("27.0 % → 3.5 %", "16.8 % → 4.4 %", "38.9 → 40.8", "1.47 s → 1.59 s"):
         assert paper in text, paper
+
+
+def test_the_researcher_quickstart_trains_on_the_data_it_generates():
+    """README's quickstart generates and mines the folder the default training config reads."""
+    import yaml
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    quickstart = readme[readme.index("## Quickstart: a researcher"):]
+    generated = re.search(r"memgate generate --config (\S+) --out (\S+)", quickstart)
+    mined = re.search(r"memgate mine --data (\S+)", quickstart)
+    data = yaml.safe_load((ROOT / "configs/train/default.yaml").read_text(encoding="utf-8"))["data"]
+    assert generated and mined, "the quickstart generates and mines its data"
+    assert (generated[1], generated[2], mined[1]) == (data["data_config"], data["data_dir"], data["data_dir"])

@@ -13,7 +13,15 @@ The marker is an HTML comment on the last non-blank line before the fence:
 - ``<!-- snippet: excerpt: REASON -->``: not run, with the reason (an API key, a third-party
   framework not installed, a server this harness does not start yet, a fragment);
 - ``<!-- snippet: python slow: REASON -->`` (or ``shell`` / ``console``): runnable but
-  training-scale, run only with ``MEMGATE_SLOW_SNIPPETS=1``.
+  training-scale, run only with ``MEMGATE_SLOW_SNIPPETS=1``;
+- ``<!-- snippet: server NAME -->`` (``... server NAME port N``): a shell block that runs a server
+  in the foreground, as a reader runs it in a second terminal. The harness starts it once per test
+  session (one warm server per surface), waits until it listens on port N (or, without a port,
+  until it prints its first line), hands the ``export NAME=VALUE`` lines it prints to the blocks
+  that use it, and stops it (SIGTERM, as Ctrl-C would) when the session ends;
+- ``<!-- snippet: python with NAME -->`` (or ``shell`` / ``console``): a block that uses server
+  NAME; both its runs talk to the same warm server, so the block starts afresh on the server's side
+  too. The blocks of one server share an ``xdist_group``, so one test worker runs them all.
 
 Comparison ignores what differs between runs and machines (``normalise``): generated ids
 (``mem-…``, ``q-…``, UUIDs), ISO times, durations (``2.38`` s / ms figures), the temporary
@@ -25,20 +33,27 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
+import signal
+import socket
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
-MARKER = re.compile(r"^<!--\s*snippet:\s*(?P<kind>python|shell|console|output|excerpt)"
-                    r"(?P<slow>\s+slow)?\s*(?::\s*(?P<reason>.*?))?\s*-->\s*$")
+MARKER = re.compile(r"^<!--\s*snippet:\s*(?P<body>.*?)\s*-->\s*$")
+KINDS = ("python", "shell", "console", "output", "excerpt", "server")
 RUNNABLE = ("python", "shell", "console")
-COMPARED_FLOOR = 8  # outputs compared today; raise it as blocks become runnable, never lower it
+COMPARED_FLOOR = 10  # outputs compared today; raise it as blocks become runnable, never lower it
 TIMEOUT_S = 240
+SERVER_START_S = 120  # a server's start, its encoder and gate included
 
 
 @dataclass
@@ -50,6 +65,8 @@ class Block:
     reason: str = ""
     slow: bool = False
     output: str | None = None  # the shown output (an output block after it, or a console's lines)
+    server: str = ""  # kind server: its name; a runnable block: the server it uses ("with NAME")
+    port: Optional[int] = None  # kind server: the port it listens on once up
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -72,8 +89,9 @@ def blocks(page: Path) -> list[Block]:
             j += 1
         prev = next((lines[k].strip() for k in range(i - 1, -1, -1) if lines[k].strip()), "")
         m = MARKER.match(prev)
-        block = Block(page, i + 1, m["kind"] if m else "unmarked", "\n".join(lines[i + 1:j]) + "\n",
-                      (m["reason"] or "") if m else "", bool(m and m["slow"]))
+        block = Block(page, i + 1, "unmarked", "\n".join(lines[i + 1:j]) + "\n")
+        if m:
+            read_marker(block, m["body"])
         if block.kind == "excerpt" and not block.reason:
             block.problems.append(f"{block.id}: an excerpt needs its reason (`<!-- snippet: excerpt: WHY -->`)")
         if block.kind == "output":  # the output of the runnable block (or excerpt) before it
@@ -87,6 +105,28 @@ def blocks(page: Path) -> list[Block]:
         out.append(block)
         i = j + 1
     return out
+
+
+def read_marker(block: Block, body: str) -> None:
+    """``KIND [slow] [with NAME] [: REASON]`` or ``server NAME [port N]`` into the block."""
+    head, colon, reason = body.partition(":")
+    words = head.split()
+    block.kind, rest = (words[0], words[1:]) if words and words[0] in KINDS else ("unmarked", [])
+    if block.kind == "unmarked":
+        block.problems.append(f"{block.id}: unknown snippet marker {body!r}")
+    block.reason = reason.strip()
+    if block.kind == "server":
+        if not rest or rest[1:] not in ([], ["port", rest[-1]]) or (rest[1:] and not rest[-1].isdigit()):
+            block.problems.append(f"{block.id}: a server marker is `server NAME` or `server NAME port N`")
+        block.server = rest[0] if rest else ""
+        block.port = int(rest[-1]) if len(rest) == 3 and rest[-1].isdigit() else None
+        return
+    if rest[:1] == ["slow"]:
+        block.slow, rest = True, rest[1:]
+    if rest[:1] == ["with"] and len(rest) == 2 and block.kind in RUNNABLE:
+        block.server, rest = rest[1], []
+    if rest:
+        block.problems.append(f"{block.id}: unknown words {rest} in the marker {body!r}")
 
 
 def console_steps(code: str) -> list[tuple[str, list[str]]]:
@@ -135,9 +175,9 @@ def environment(tmp: Path) -> dict:
     return env
 
 
-def run_once(block: Block, tmp: Path) -> str:
+def run_once(block: Block, tmp: Path, server_env: Optional[dict] = None) -> str:
     """Run the block once in ``tmp``; its stdout (console: stdout and stderr of each command)."""
-    env = environment(tmp)
+    env = {**environment(tmp), **(server_env or {})}
     if block.kind == "python":
         script = tmp / f"snippet_{block.line}.py"
         script.write_text(block.code, encoding="utf-8")
@@ -158,16 +198,95 @@ def run_once(block: Block, tmp: Path) -> str:
     return "".join(out)
 
 
+@dataclass
+class Server:
+    """A page's server block, running in the background for the blocks that use it."""
+
+    block: Block
+    directory: Path
+    process: subprocess.Popen
+    env: dict
+
+    @property
+    def log(self) -> str:
+        return (self.directory / "server.log").read_text(encoding="utf-8", errors="replace")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:  # SIGTERM to its process group, as Ctrl-C in its terminal
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as probe:
+        probe.settimeout(0.5)
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def start_server(block: Block, directory: Path) -> Server:
+    """Run the server block in ``directory`` until it is up: listening on its port, or (without
+    one) having printed a line; its ``export NAME=VALUE`` lines become the users' environment."""
+    directory.mkdir(parents=True, exist_ok=True)
+    if block.port is not None and listening(block.port):
+        raise AssertionError(f"{block.id}: port {block.port} is taken before the server starts")
+    with open(directory / "server.log", "w", encoding="utf-8") as log:
+        process = subprocess.Popen(["bash", "-e", "-c", block.code], cwd=directory, env=environment(directory),
+                                   stdout=log, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    server = Server(block, directory, process, {})
+    deadline = time.monotonic() + SERVER_START_S
+    while not (listening(block.port) if block.port is not None else server.log.strip()):
+        if process.poll() is not None or time.monotonic() > deadline:
+            server.stop()
+            raise AssertionError(f"{block.id}: the server did not come up "
+                                 f"(exit {process.returncode}):\n{server.log[-3000:]}")
+        time.sleep(0.1)
+    for line in server.log.splitlines():
+        if line.startswith("export ") and "=" in line:
+            name, _, value = line[len("export "):].partition("=")
+            server.env[name.strip()] = "".join(shlex.split(value))
+    return server
+
+
+SERVER_BLOCKS = {b.server: b for b in ALL if b.kind == "server"}
+
+
+@pytest.fixture(scope="session")
+def servers(tmp_path_factory) -> Iterator[dict]:
+    """The warm servers of this session (test worker), started on first use, stopped at its end."""
+    running: dict[str, Server] = {}
+
+    def env_of(name: str) -> dict:
+        if name not in running:
+            running[name] = start_server(SERVER_BLOCKS[name], tmp_path_factory.mktemp(f"server-{name}"))
+        assert running[name].process.poll() is None, f"server {name} exited:\n{running[name].log[-3000:]}"
+        return running[name].env
+
+    yield env_of
+    for server in running.values():
+        server.stop()
+
+
 def test_every_block_is_marked():
     problems = [p for b in ALL for p in b.problems]
-    problems += [f"{b.id}: no `<!-- snippet: ... -->` marker before the fence" for b in ALL if b.kind == "unmarked"]
+    problems += [f"{b.id}: no `<!-- snippet: ... -->` marker before the fence" for b in ALL
+                 if b.kind == "unmarked" and not b.problems]
+    names = [b.server for b in ALL if b.kind == "server"]
+    problems += [f"server {n!r} is started by {names.count(n)} blocks (one per surface)" for n in set(names)
+                 if names.count(n) > 1]
+    problems += [f"{b.id}: uses server {b.server!r}, which no `<!-- snippet: server ... -->` block starts"
+                 for b in ALL if b.kind in RUNNABLE and b.server and b.server not in names]
     assert problems == [], "\n".join(problems)
 
 
 def test_the_counts_hold_their_floor(capsys):
     runnable = [b for b in ALL if b.kind in RUNNABLE]
     compared = [b for b in runnable if b.output is not None and not b.slow]
-    counts = (f"snippets: {len(ALL)} blocks; {len(runnable)} runnable ({sum(b.slow for b in runnable)} slow), "
+    counts = (f"snippets: {len(ALL)} blocks; {len(runnable)} runnable ({sum(b.slow for b in runnable)} slow, "
+              f"{sum(bool(b.server) for b in runnable)} on {sum(b.kind == 'server' for b in ALL)} warm servers), "
               f"{sum(b.kind == 'excerpt' for b in ALL)} excerpts, {sum(b.kind == 'output' for b in ALL)} output "
               f"blocks, {len(compared)} outputs compared (floor {COMPARED_FLOOR})")
     with capsys.disabled():
@@ -180,14 +299,23 @@ def test_the_markers_and_sessions_parse(tmp_path):
     page.write_text("<!-- snippet: python -->\n```python\nprint(1)\n```\n\nprints\n\n<!-- snippet: output -->\n"
                     "```\n1\n```\n```\nbare\n```\n<!-- snippet: excerpt -->\n```\nx\n```\n"
                     "<!-- snippet: console -->\n```\n$ echo a \\\n  b\na b\n$ true\n```\n"
-                    "<!-- snippet: shell slow: trains a gate -->\n```bash\nmake demo\n```\n")
+                    "<!-- snippet: shell slow: trains a gate -->\n```bash\nmake demo\n```\n"
+                    "<!-- snippet: server pg -->\n```bash\nmemgate serve postgres pgdata\n```\n"
+                    "<!-- snippet: server web port 8765 -->\n```bash\nserve\n```\n"
+                    "<!-- snippet: python with web -->\n```python\npass\n```\n"
+                    "<!-- snippet: server -->\n```\nx\n```\n<!-- snippet: python with -->\n```\nx\n```\n"
+                    "<!-- snippet: pyhton -->\n```\nx\n```\n")
     global ROOT
     saved, ROOT = ROOT, tmp_path
     try:
         found = blocks(page)
-        assert [b.kind for b in found] == ["python", "output", "unmarked", "excerpt", "console", "shell"]
+        assert [b.kind for b in found] == ["python", "output", "unmarked", "excerpt", "console", "shell",
+                                           "server", "server", "python", "server", "python", "unmarked"]
         assert found[0].output == "1\n" and found[3].problems and found[5].slow
         assert found[5].reason == "trains a gate"
+        assert (found[6].server, found[6].port, found[7].server, found[7].port) == ("pg", None, "web", 8765)
+        assert found[8].server == "web" and not found[8].problems
+        assert [bool(b.problems) for b in found[9:]] == [True, True, True]  # no name; `with` alone; a typo
         assert console_steps(found[4].code) == [("echo a \\\n  b", ["a b"]), ("true", [])]
     finally:
         ROOT = saved
@@ -199,9 +327,15 @@ def test_the_markers_and_sessions_parse(tmp_path):
 SLOW = os.environ.get("MEMGATE_SLOW_SNIPPETS") == "1"  # slow blocks are collected only then (never skipped)
 
 
-@pytest.mark.parametrize("block", [b for b in ALL if b.kind in RUNNABLE and (SLOW or not b.slow)], ids=lambda b: b.id)
-def test_the_block_runs_twice_and_prints_what_the_page_shows(block, tmp_path):
+def as_param(block: Block):
+    marks = [pytest.mark.xdist_group(f"server-{block.server}")] if block.server else []
+    return pytest.param(block, id=block.id, marks=marks)
+
+
+@pytest.mark.parametrize("block", [as_param(b) for b in ALL if b.kind in RUNNABLE and (SLOW or not b.slow)])
+def test_the_block_runs_twice_and_prints_what_the_page_shows(block, tmp_path, servers):
+    server_env = servers(block.server) if block.server else None
     for attempt in ("first run", "second run in the same directory"):
-        printed = run_once(block, tmp_path)
+        printed = run_once(block, tmp_path, server_env)
         if block.output is not None:
             assert normalise(printed, tmp_path) == normalise(block.output, tmp_path), f"{block.id}, {attempt}"

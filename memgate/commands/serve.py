@@ -1,8 +1,10 @@
-"""``memgate serve mcp|http --store DIR``: run the MCP or the HTTP server over a store.
+"""``memgate serve mcp|http --store DIR``: run the MCP or the HTTP server over a store;
+``memgate serve postgres DIR``: a throwaway PostgreSQL + pgvector server to try the store on.
 
     memgate serve http --store memstore --api-keys keys.json [--port 8080]
     memgate serve mcp  --store memstore --principal alice            (stdio)
     memgate serve mcp  --store memstore --principal alice --transport http   (MEMGATE_MCP_KEY)
+    memgate serve postgres pgdata        (prints the export line of $MEMGATE_POSTGRES_URL)
 
 ``--backend postgres --url postgresql://...`` (default ``$MEMGATE_POSTGRES_URL``, which keeps a
 password off the command line) serves a PostgreSQL store (the schema ``--schema``, default
@@ -84,7 +86,7 @@ def build_parser(prog: str = "memgate serve") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description="serve a store over MCP or an HTTP API",
                                      epilog=__doc__.split("\n\n", 1)[1],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="server", metavar="{mcp,http}", required=True)
+    sub = parser.add_subparsers(dest="server", metavar="{mcp,http,postgres}", required=True)
     http = sub.add_parser("http", help="the HTTP API (FastAPI + uvicorn)")
     add_store_args(http)
     http.add_argument("--api-keys", required=True, type=Path, help="JSON file: API key -> principal")
@@ -101,7 +103,31 @@ def build_parser(prog: str = "memgate serve") -> argparse.ArgumentParser:
     mcp.add_argument("--allow-remote", action="store_true", help="bind a non-loopback host")
     mcp.add_argument("--api-key-env", default="MEMGATE_MCP_KEY",
                      help="environment variable holding the bearer key (http transport)")
+    postgres = sub.add_parser("postgres", help="a throwaway local PostgreSQL + pgvector (pgserver) "
+                              "on a Unix socket, until Ctrl-C; not for production")
+    postgres.add_argument("pgdata", type=Path, help="its data folder (created on first use)")
     return parser
+
+
+def serve_postgres(args: argparse.Namespace) -> int:
+    """Start (or take over) the server of ``pgdata``, print the line that points the store at it,
+    and keep it until SIGINT / SIGTERM, which stop it (LocalServer's handlers)."""
+    import shlex
+    import signal
+
+    try:
+        from memgate.retriever.stores.postgres.local import LocalServer
+    except ImportError as exc:  # pragma: no cover - the [postgres] extra is missing
+        print(f"memgate serve postgres: {exc} (pip install -e '.[postgres]')", file=sys.stderr)
+        return 2
+    with LocalServer(args.pgdata) as server:
+        print(f"export MEMGATE_POSTGRES_URL={shlex.quote(server.url)}", flush=True)
+        try:
+            while True:
+                signal.pause()
+        except KeyboardInterrupt:
+            pass
+    return 0
 
 
 def serve_http(args: argparse.Namespace) -> int:
@@ -160,7 +186,7 @@ def serve_mcp(args: argparse.Namespace) -> int:
 
 def main(argv: Optional[Sequence[str]] = None, prog: str = "memgate serve") -> int:
     args = build_parser(prog).parse_args(list(sys.argv[1:] if argv is None else argv))
-    return (serve_http if args.server == "http" else serve_mcp)(args)
+    return {"http": serve_http, "mcp": serve_mcp, "postgres": serve_postgres}[args.server](args)
 
 
 if __name__ == "__main__":  # pragma: no cover
