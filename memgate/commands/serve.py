@@ -21,6 +21,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,6 +30,7 @@ from typing import Any, Optional
 
 from memgate.integrations.memory import Memory
 from memgate.retriever.errors import StoreError
+from memgate.retriever.stores.postgres.local import LocalServer
 
 LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
 
@@ -112,15 +115,12 @@ def build_parser(prog: str = "memgate serve") -> argparse.ArgumentParser:
 def serve_postgres(args: argparse.Namespace) -> int:
     """Start (or take over) the server of ``pgdata``, print the line that points the store at it,
     and keep it until SIGINT / SIGTERM, which stop it (LocalServer's handlers)."""
-    import shlex
-    import signal
-
     try:
-        from memgate.retriever.stores.postgres.local import LocalServer
-    except ImportError as exc:  # pragma: no cover - the [postgres] extra is missing
+        server = LocalServer(args.pgdata)
+    except ImportError as exc:  # pragma: no cover - the [postgres] extra (pgserver) is missing
         print(f"memgate serve postgres: {exc} (pip install -e '.[postgres]')", file=sys.stderr)
         return 2
-    with LocalServer(args.pgdata) as server:
+    with server:
         print(f"export MEMGATE_POSTGRES_URL={shlex.quote(server.url)}", flush=True)
         try:
             while True:

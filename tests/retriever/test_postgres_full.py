@@ -256,3 +256,32 @@ def test_localserver_stops_its_postmaster_when_its_process_is_terminated(tmp_pat
     finally:
         if child.poll() is None:
             child.kill()
+
+
+def test_serve_postgres_prints_its_url_and_ctrl_c_stops_the_server(tmp_path):
+    """``memgate serve postgres DIR`` (the docs' server block): the line it prints points a client at
+    a live server; SIGINT (Ctrl-C in its terminal) stops the postmaster and ends the command with 0."""
+    import shlex
+
+    child = subprocess.Popen([sys.executable, "-m", "memgate", "serve", "postgres", str(tmp_path / "pgdata")],
+                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = child.stdout.readline().strip()
+        assert line.startswith("export MEMGATE_POSTGRES_URL="), (line, child.stderr.read() if child.poll() else "")
+        url = shlex.split(line.partition("=")[2])[0]
+        with psycopg.connect(url) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+        pid = int((tmp_path / "pgdata" / "postmaster.pid").read_text().split()[0])
+        child.send_signal(signal.SIGINT)
+        assert child.wait(60) == 0
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            assert time.monotonic() < deadline, f"postmaster {pid} still running after Ctrl-C"
+            time.sleep(0.1)
+    finally:
+        if child.poll() is None:
+            child.kill()
