@@ -120,6 +120,8 @@ def serve_postgres(args: argparse.Namespace) -> int:
     except ImportError as exc:  # pragma: no cover - the [postgres] extra (pgserver) is missing
         print(f"memgate serve postgres: {exc} (pip install -e '.[postgres]')", file=sys.stderr)
         return 2
+    # Ctrl-C stops it even where SIGINT came in ignored (a background job of a non-interactive shell)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     with server:
         print(f"export MEMGATE_POSTGRES_URL={shlex.quote(server.url)}", flush=True)
         try:
