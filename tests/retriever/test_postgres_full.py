@@ -226,6 +226,17 @@ def test_close_finishes_a_pending_erasure_and_a_crash_leaves_it_to_the_next_open
 # ---------------------------------------------------------------------------- LocalServer
 
 
+def wait_until_gone(pid: int, when: str, seconds: float = 20) -> None:
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        assert time.monotonic() < deadline, f"postmaster {pid} still running {when}"
+        time.sleep(0.1)
+
+
 def test_localserver_stops_its_postmaster_when_its_process_is_terminated(tmp_path):
     """SIGTERM (by default it ends Python without atexit, which left the server running); SIGINT
     and a normal exit end through atexit, which also stops it."""
@@ -244,14 +255,7 @@ def test_localserver_stops_its_postmaster_when_its_process_is_terminated(tmp_pat
         os.kill(pid, 0)  # (running)
         child.send_signal(sig)
         child.wait(60)
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                break
-            assert time.monotonic() < deadline, f"postmaster {pid} still running after {sig.name}"
-            time.sleep(0.1)
+        wait_until_gone(pid, f"after {sig.name}")
         assert not (pgdata / "postmaster.pid").exists()
     finally:
         if child.poll() is None:
@@ -274,14 +278,7 @@ def test_serve_postgres_prints_its_url_and_ctrl_c_stops_the_server(tmp_path):
         pid = int((tmp_path / "pgdata" / "postmaster.pid").read_text().split()[0])
         child.send_signal(signal.SIGINT)
         assert child.wait(60) == 0
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                break
-            assert time.monotonic() < deadline, f"postmaster {pid} still running after Ctrl-C"
-            time.sleep(0.1)
+        wait_until_gone(pid, "after Ctrl-C")
     finally:
         if child.poll() is None:
             child.kill()
