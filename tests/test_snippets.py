@@ -109,17 +109,18 @@ def blocks(page: Path) -> list[Block]:
 
 def read_marker(block: Block, body: str) -> None:
     """``KIND [slow] [with NAME] [: REASON]`` or ``server NAME [port N]`` into the block."""
-    head, colon, reason = body.partition(":")
+    head, _, reason = body.partition(":")
     words = head.split()
     block.kind, rest = (words[0], words[1:]) if words and words[0] in KINDS else ("unmarked", [])
     if block.kind == "unmarked":
         block.problems.append(f"{block.id}: unknown snippet marker {body!r}")
     block.reason = reason.strip()
     if block.kind == "server":
-        if not rest or rest[1:] not in ([], ["port", rest[-1]]) or (rest[1:] and not rest[-1].isdigit()):
+        well_formed = len(rest) == 1 or (len(rest) == 3 and rest[1] == "port" and rest[2].isdigit())
+        if not well_formed:
             block.problems.append(f"{block.id}: a server marker is `server NAME` or `server NAME port N`")
         block.server = rest[0] if rest else ""
-        block.port = int(rest[-1]) if len(rest) == 3 and rest[-1].isdigit() else None
+        block.port = int(rest[2]) if well_formed and len(rest) == 3 else None
         return
     if rest[:1] == ["slow"]:
         block.slow, rest = True, rest[1:]
